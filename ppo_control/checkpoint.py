@@ -1,0 +1,93 @@
+"""Checkpoints: atomic writes (temp file + fsync + rename) and safe loads (weights_only=True)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import random
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ppo_control.errors import UserError
+
+FORMAT_VERSION = 1
+
+
+class CheckpointError(UserError):
+    """A checkpoint is missing, corrupt or not one of ours."""
+
+
+def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
+    """Write `state` so that `path` is always either the old complete file or the new complete one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save({"format_version": FORMAT_VERSION, **state}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # make the rename itself durable
+    finally:
+        os.close(dir_fd)
+
+
+def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """Load with torch's safe unpickler: tensors and plain containers only, never arbitrary code."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint '{path}' does not exist")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise CheckpointError(f"checkpoint '{path}' was refused by the safe loader (it holds more than weights: {first})") from None
+    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise CheckpointError(f"checkpoint '{path}' is truncated or corrupt ({type(exc).__name__})") from None
+    if not isinstance(state, dict) or state.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(f"'{path}' is not a ppo_control checkpoint (format {FORMAT_VERSION})")
+    return state
+
+
+def capture_rng_state(generator: torch.Generator) -> dict[str, Any]:
+    """Every RNG the training run draws from, as tensors and plain values (weights_only-safe)."""
+    np_state = np.random.get_state()
+    return {
+        "torch": torch.get_rng_state(),
+        "generator": generator.get_state(),
+        "numpy": {"keys": torch.from_numpy(np_state[1].astype(np.int64)), "pos": int(np_state[2]),
+                  "has_gauss": int(np_state[3]), "cached_gaussian": float(np_state[4])},
+        "python": [random.getstate()[0], list(random.getstate()[1]), random.getstate()[2]],
+    }
+
+
+def restore_rng_state(state: dict[str, Any], generator: torch.Generator) -> None:
+    torch.set_rng_state(state["torch"])
+    generator.set_state(state["generator"])
+    np_state = state["numpy"]
+    np.random.set_state(("MT19937", np_state["keys"].numpy().astype(np.uint32), np_state["pos"],
+                         np_state["has_gauss"], np_state["cached_gaussian"]))
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+
+
+def periodic_checkpoint_name(step: int) -> str:
+    return f"step_{step:010d}.pt"
+
+
+def prune_periodic_checkpoints(directory: Path, keep: int) -> None:
+    """Keep the newest `keep` periodic checkpoints; last.pt is never touched."""
+    periodic = sorted(directory.glob("step_*.pt"))
+    for old in periodic[: max(len(periodic) - keep, 0)]:
+        old.unlink()

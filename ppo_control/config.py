@@ -1,0 +1,280 @@
+"""Configuration: compose configs/train.yaml < tasks/<task>.yaml < command line, then validate.
+
+The dataclasses below are the schema (names and types); the defaults and their one-line docs live
+in configs/train.yaml, so there is exactly one place a default is written.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from ppo_control.errors import UserError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CONFIG_DIR = PROJECT_ROOT / "configs"
+TASKS_DIR = PROJECT_ROOT / "tasks"
+
+
+class ConfigError(UserError):
+    """A configuration the user wrote is invalid."""
+
+
+@dataclass
+class EnvConfig:
+    backend: str = MISSING
+    n_envs: int = MISSING
+    vectorization: str = MISSING
+    id: Optional[str] = MISSING
+    kwargs: Dict[str, Any] = MISSING
+    max_episode_steps: Optional[int] = MISSING
+
+
+@dataclass
+class NormalizeConfig:
+    obs: bool = MISSING
+    obs_clip: float = MISSING
+    reward: bool = MISSING
+    reward_clip: float = MISSING
+
+
+@dataclass
+class PolicyConfig:
+    hidden_sizes: List[int] = MISSING
+    activation: str = MISSING
+    log_std_init: float = MISSING
+
+
+@dataclass
+class PPOConfig:
+    rollout_steps: int = MISSING
+    epochs: int = MISSING
+    minibatches: int = MISSING
+    learning_rate: float = MISSING
+    lr_schedule: str = MISSING
+    gamma: float = MISSING
+    gae_lambda: float = MISSING
+    clip_range: float = MISSING
+    clip_value_loss: bool = MISSING
+    ent_coef: float = MISSING
+    vf_coef: float = MISSING
+    max_grad_norm: Optional[float] = MISSING
+    target_kl: Optional[float] = MISSING
+    normalize_adv: bool = MISSING
+
+
+@dataclass
+class EvalConfig:
+    every_steps: int = MISSING
+    episodes: int = MISSING
+    video: bool = MISSING
+    video_dir: str = MISSING
+
+
+@dataclass
+class LogConfig:
+    wandb: bool = MISSING
+    wandb_mode: str = MISSING
+    project: str = MISSING
+    every_updates: int = MISSING
+
+
+@dataclass
+class CheckpointConfig:
+    every_steps: int = MISSING
+    keep: int = MISSING
+
+
+@dataclass
+class TrainConfig:
+    task: Optional[str] = MISSING
+    seed: int = MISSING
+    total_steps: int = MISSING
+    device: str = MISSING
+    run_dir: Optional[str] = MISSING
+    resume: Optional[str] = MISSING
+    env: EnvConfig = field(default_factory=EnvConfig)
+    normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+
+
+CHOICES = {
+    "device": ("auto", "cpu", "cuda"),
+    "env.backend": ("gymnasium", "envpool"),
+    "env.vectorization": ("sync", "async"),
+    "policy.activation": ("tanh", "relu", "elu", "gelu", "silu"),
+    "ppo.lr_schedule": ("constant", "linear", "adaptive"),
+    "log.wandb_mode": ("offline", "online", "disabled"),
+}
+
+
+def available_tasks() -> list[str]:
+    return sorted(p.stem for p in TASKS_DIR.glob("*.yaml"))
+
+
+def parse_overrides(argv: list[str]) -> list[str]:
+    """Check the shape of `key=value` arguments (OmegaConf dotlist syntax)."""
+    for arg in argv:
+        if "=" not in arg or arg.startswith("="):
+            raise ConfigError(f"argument '{arg}' is not of the form key=value (e.g. task=HalfCheetah ppo.learning_rate=1e-4)")
+    return list(argv)
+
+
+def compose(overrides: list[str]) -> DictConfig:
+    """Build the validated run config from command-line `key=value` overrides."""
+    overrides = parse_overrides(overrides)
+    cli = _load(lambda: OmegaConf.from_dotlist(overrides), "command line")
+    task = cli.get("task")
+    if task is None:
+        raise ConfigError(f"no task given: pass task=<name>; available tasks: {', '.join(available_tasks())}")
+    cfg = OmegaConf.structured(TrainConfig)
+    cfg = _merge(cfg, _load(lambda: OmegaConf.load(CONFIG_DIR / "train.yaml"), "configs/train.yaml"), "configs/train.yaml")
+    task_file = _task_file(str(task))
+    cfg = _merge(cfg, _load(lambda: OmegaConf.load(task_file), str(task_file)), str(task_file))
+    cfg = _merge(cfg, _coerce_integral_floats(cli, cfg), "command line")
+    cfg.task = Path(str(task)).stem if str(task).endswith(".yaml") else str(task)
+    validate(cfg)
+    return cfg
+
+
+def _task_file(task: str) -> Path:
+    if task.endswith((".yaml", ".yml")):
+        path = Path(task)
+        if not path.is_file():
+            raise ConfigError(f"task file '{task}' does not exist")
+        return path
+    path = TASKS_DIR / f"{task}.yaml"
+    if not path.is_file():
+        close = difflib.get_close_matches(task, available_tasks(), n=1)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        raise ConfigError(f"unknown task '{task}'.{hint} Available tasks: {', '.join(available_tasks())}")
+    return path
+
+
+def _load(loader, source: str) -> DictConfig:
+    try:
+        return loader()
+    except (OmegaConfBaseException, ValueError, OSError) as exc:  # yaml errors subclass ValueError
+        raise ConfigError(f"cannot read {source}: {_first_line(exc)}") from None
+
+
+def _merge(base: DictConfig, other: DictConfig, source: str) -> DictConfig:
+    try:
+        return OmegaConf.merge(base, other)
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None) or "?"
+        raise ConfigError(f"{source}: {key}: {_first_line(exc)}") from None
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _coerce_integral_floats(overrides: DictConfig, schema: DictConfig) -> DictConfig:
+    """Let users write total_steps=1e6: an integral float given for an int key becomes an int."""
+    container = OmegaConf.to_container(overrides)
+
+    def walk(node: dict, prefix: str) -> None:
+        for key, value in node.items():
+            path = f"{prefix}{key}"
+            if isinstance(value, dict):
+                walk(value, path + ".")
+            elif isinstance(value, float) and value.is_integer() and _schema_type(schema, path) is int:
+                node[key] = int(value)
+
+    walk(container, "")
+    return OmegaConf.create(container)
+
+
+def _schema_type(cfg: DictConfig, path: str):
+    try:
+        parent_path, _, leaf = path.rpartition(".")
+        parent = OmegaConf.select(cfg, parent_path) if parent_path else cfg
+        if not isinstance(parent, DictConfig) or leaf not in parent:
+            return None
+        return parent._get_node(leaf)._metadata.ref_type  # the dataclass annotation
+    except Exception:
+        return None
+
+
+def all_keys(cfg: DictConfig | None = None, prefix: str = "") -> list[str]:
+    """Every leaf key of the schema, dotted (used for suggestions and docs tests)."""
+    cfg = OmegaConf.structured(TrainConfig) if cfg is None else cfg
+    keys = []
+    for key in cfg.keys():
+        node = cfg._get_node(key)
+        if isinstance(node, DictConfig) and key != "kwargs":
+            keys += all_keys(node, f"{prefix}{key}.")
+        else:
+            keys.append(f"{prefix}{key}")
+    return keys
+
+
+def validate(cfg: DictConfig) -> None:
+    """Range and consistency checks that types alone cannot express."""
+    missing = OmegaConf.missing_keys(cfg)
+    if missing:
+        raise ConfigError(f"config keys without a value: {', '.join(sorted(missing))}")
+
+    for key, choices in CHOICES.items():
+        value = OmegaConf.select(cfg, key)
+        if value not in choices:
+            raise ConfigError(f"{key}={value!r} is not valid; choose one of: {', '.join(choices)}")
+
+    def require(ok: bool, key: str, allowed: str) -> None:
+        if not ok:
+            raise ConfigError(f"{key}={OmegaConf.select(cfg, key)!r} is not allowed: {key} must be {allowed}")
+
+    def finite(key: str) -> float:
+        value = OmegaConf.select(cfg, key)
+        require(value is None or math.isfinite(value), key, "a finite number")
+        return value
+
+    env, norm, pol, ppo = cfg.env, cfg.normalize, cfg.policy, cfg.ppo
+    require(cfg.total_steps >= 1, "total_steps", ">= 1")
+    require(cfg.seed >= 0, "seed", ">= 0")
+    require(env.id is not None and str(env.id).strip() != "", "env.id", "a Gymnasium id or package.module:EnvClass (set in the task file)")
+    require(env.n_envs >= 1, "env.n_envs", ">= 1")
+    require(env.max_episode_steps is None or env.max_episode_steps >= 1, "env.max_episode_steps", "null or >= 1")
+    require(finite("normalize.obs_clip") > 0, "normalize.obs_clip", "> 0")
+    require(finite("normalize.reward_clip") > 0, "normalize.reward_clip", "> 0")
+    require(len(pol.hidden_sizes) >= 1 and all(h >= 1 for h in pol.hidden_sizes), "policy.hidden_sizes", "a non-empty list of positive ints, e.g. [64,64]")
+    finite("policy.log_std_init")
+    require(ppo.rollout_steps >= 1, "ppo.rollout_steps", ">= 1")
+    require(ppo.epochs >= 1, "ppo.epochs", ">= 1")
+    require(ppo.minibatches >= 1, "ppo.minibatches", ">= 1")
+    batch = env.n_envs * ppo.rollout_steps
+    if batch % ppo.minibatches != 0:
+        raise ConfigError(
+            f"ppo.minibatches={ppo.minibatches} does not divide the batch size env.n_envs*ppo.rollout_steps="
+            f"{env.n_envs}*{ppo.rollout_steps}={batch}; choose a divisor of {batch}"
+        )
+    require(finite("ppo.learning_rate") > 0, "ppo.learning_rate", "> 0")
+    require(0 < finite("ppo.gamma") <= 1, "ppo.gamma", "in (0, 1]")
+    require(0 <= finite("ppo.gae_lambda") <= 1, "ppo.gae_lambda", "in [0, 1]")
+    require(finite("ppo.clip_range") > 0, "ppo.clip_range", "> 0")
+    require(finite("ppo.ent_coef") >= 0, "ppo.ent_coef", ">= 0")
+    require(finite("ppo.vf_coef") > 0, "ppo.vf_coef", "> 0")
+    require(ppo.max_grad_norm is None or finite("ppo.max_grad_norm") > 0, "ppo.max_grad_norm", "null or > 0")
+    require(ppo.target_kl is None or finite("ppo.target_kl") > 0, "ppo.target_kl", "null or > 0")
+    if ppo.lr_schedule == "adaptive" and ppo.target_kl is None:
+        raise ConfigError("ppo.lr_schedule=adaptive needs ppo.target_kl (the KL it aims at), e.g. ppo.target_kl=0.01")
+    require(cfg.eval.every_steps >= 0, "eval.every_steps", ">= 0 (0 = evaluate only at the end)")
+    require(cfg.eval.episodes >= 1, "eval.episodes", ">= 1")
+    require(cfg.log.every_updates >= 1, "log.every_updates", ">= 1")
+    require(cfg.checkpoint.every_steps >= 0, "checkpoint.every_steps", ">= 0 (0 = only last.pt)")
+    require(cfg.checkpoint.keep >= 0, "checkpoint.keep", ">= 0")
+    if cfg.eval.video:
+        raise ConfigError("eval.video=true: video recording is not available in this version yet; use eval.video=false")
+    if env.backend == "envpool":
+        raise ConfigError("env.backend=envpool is not available in this version yet; use env.backend=gymnasium")

@@ -1,0 +1,168 @@
+"""Vectorized environments behind one small protocol (numpy in, numpy out; no torch here).
+
+Time limits are kept apart from terminations end to end: the Gymnasium vector env runs with
+`autoreset_mode=SAME_STEP`, so a step that ends an episode returns the first observation of the
+next episode *and* the real final observation (`final_obs`), which is what a truncated step
+bootstraps from. The default NEXT_STEP mode would instead insert one junk transition per episode.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+from omegaconf import OmegaConf
+
+from ppo_control.errors import UserError
+
+
+@dataclass(frozen=True)
+class EnvInfo:
+    """What the policy and the trainer need to know about a task."""
+
+    obs_dim: int
+    action_dim: int
+    action_low: np.ndarray
+    action_high: np.ndarray
+    max_episode_steps: int | None
+
+
+@dataclass
+class StepResult:
+    obs: np.ndarray  # float32 [n_envs, obs_dim]; for an env whose episode ended, the new episode's first obs
+    reward: np.ndarray  # float32 [n_envs], raw (unscaled)
+    terminated: np.ndarray  # bool [n_envs]
+    truncated: np.ndarray  # bool [n_envs]
+    final_obs: np.ndarray  # float32 [n_envs, obs_dim]; the pre-reset observation where the episode ended
+    episode_returns: np.ndarray  # raw returns of the episodes that ended this step
+    episode_lengths: np.ndarray  # their lengths
+
+
+class VecEnv(Protocol):
+    num_envs: int
+    info: EnvInfo
+
+    def reset(self, seed: int) -> np.ndarray: ...
+
+    def step(self, actions: np.ndarray) -> StepResult: ...
+
+    def close(self) -> None: ...
+
+
+def make_env_factory(
+    env_id: str, kwargs: dict[str, Any] | None = None, max_episode_steps: int | None = None, render_mode: str | None = None
+) -> Callable[[], gym.Env]:
+    """A zero-argument constructor for one env: `env_id` is a registered id or `package.module:EnvClass`."""
+    kwargs = dict(kwargs or {})
+    if render_mode is not None:
+        kwargs["render_mode"] = render_mode
+    if ":" in env_id:
+        spec = gym.envs.registration.EnvSpec(
+            id=env_id.split(":")[-1], entry_point=env_id, max_episode_steps=max_episode_steps
+        )
+        return lambda: gym.make(spec, **kwargs)
+    limit = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
+    return lambda: gym.make(env_id, **limit, **kwargs)
+
+
+def check_env_id(env_id: str) -> None:
+    """Fail early, in this process, with a clear message when an env id cannot be resolved."""
+    if ":" in env_id:
+        module_name, _, attr = env_id.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise UserError(f"env.id '{env_id}': cannot import module '{module_name}' ({exc})") from None
+        if not hasattr(module, attr):
+            raise UserError(f"env.id '{env_id}': module '{module_name}' has no attribute '{attr}'") from None
+        return
+    try:
+        gym.spec(env_id)
+    except gym.error.Error as exc:
+        raise UserError(f"env.id '{env_id}' is not a registered Gymnasium id ({exc}); use e.g. HalfCheetah-v5 or package.module:EnvClass") from None
+
+
+class GymnasiumVecEnv:
+    """Gymnasium sync/async vector env with SAME_STEP autoreset, action clipping and episode statistics."""
+
+    def __init__(self, factory: Callable[[], gym.Env], num_envs: int, vectorization: str = "sync"):
+        env_fns = [factory] * num_envs
+        try:
+            if vectorization == "async":
+                self.envs = AsyncVectorEnv(env_fns, autoreset_mode=AutoresetMode.SAME_STEP)
+            else:
+                self.envs = SyncVectorEnv(env_fns, autoreset_mode=AutoresetMode.SAME_STEP)
+        except UserError:
+            raise
+        except Exception as exc:  # env constructors raise anything; report it as one line
+            raise UserError(f"cannot create the environment: {type(exc).__name__}: {exc}") from None
+        self.num_envs = num_envs
+        obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
+        if not isinstance(obs_space, gym.spaces.Box) or not isinstance(act_space, gym.spaces.Box):
+            self.envs.close()
+            raise UserError(f"ppo_control needs Box observation and action spaces; got {obs_space} and {act_space}")
+        spec = self.envs.envs[0].spec if isinstance(self.envs, SyncVectorEnv) else None
+        self.info = EnvInfo(
+            obs_dim=int(np.prod(obs_space.shape)),
+            action_dim=int(np.prod(act_space.shape)),
+            action_low=act_space.low.astype(np.float32).reshape(-1),
+            action_high=act_space.high.astype(np.float32).reshape(-1),
+            max_episode_steps=spec.max_episode_steps if spec is not None else None,
+        )
+        self._episode_return = np.zeros(num_envs, dtype=np.float64)
+        self._episode_length = np.zeros(num_envs, dtype=np.int64)
+
+    def reset(self, seed: int) -> np.ndarray:
+        """Reset every sub-env; sub-env i is seeded with seed + i."""
+        obs, _ = self.envs.reset(seed=[seed + i for i in range(self.num_envs)])
+        self._episode_return[:] = 0.0
+        self._episode_length[:] = 0
+        return self._as_batch(obs)
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        clipped = np.clip(actions, self.info.action_low, self.info.action_high)
+        obs, reward, terminated, truncated, infos = self.envs.step(clipped)
+        obs = self._as_batch(obs)
+        reward = np.asarray(reward, dtype=np.float32)
+        terminated = np.asarray(terminated, dtype=bool)
+        truncated = np.asarray(truncated, dtype=bool)
+
+        self._episode_return += reward
+        self._episode_length += 1
+        done = terminated | truncated
+        final_obs = obs
+        if done.any():
+            ended = np.flatnonzero(done)
+            final_obs = obs.copy()
+            for i in ended:
+                final_obs[i] = np.asarray(infos["final_obs"][i], dtype=np.float32).reshape(-1)
+            episode_returns = self._episode_return[ended].copy()
+            episode_lengths = self._episode_length[ended].copy()
+            self._episode_return[ended] = 0.0
+            self._episode_length[ended] = 0
+        else:
+            episode_returns = episode_lengths = np.empty(0)
+        return StepResult(obs, reward, terminated, truncated, final_obs, episode_returns, episode_lengths)
+
+    def render(self) -> np.ndarray:
+        """RGB frame of sub-env 0 (the env must have been made with render_mode='rgb_array')."""
+        return self.envs.envs[0].render()
+
+    def close(self) -> None:
+        self.envs.close()
+
+    def _as_batch(self, obs: np.ndarray) -> np.ndarray:
+        return np.asarray(obs, dtype=np.float32).reshape(self.num_envs, -1)
+
+
+def make_vec_env(env_cfg, num_envs: int | None = None, render_mode: str | None = None) -> VecEnv:
+    """Build the configured vector env (`env_cfg` is the `env` section of the run config)."""
+    check_env_id(str(env_cfg.id))
+    kwargs = OmegaConf.to_container(env_cfg.kwargs) if env_cfg.kwargs else {}
+    factory = make_env_factory(str(env_cfg.id), kwargs, env_cfg.max_episode_steps, render_mode)
+    n = env_cfg.n_envs if num_envs is None else num_envs
+    return GymnasiumVecEnv(factory, n, env_cfg.vectorization)

@@ -1,0 +1,82 @@
+"""Running statistics that live inside the policy (observations) or beside it (reward scale)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class RunningMeanStd(nn.Module):
+    """Running mean and variance over batches (Chan et al.'s parallel merge), kept as buffers.
+
+    Buffers are float64 so millions of updates do not drift; forward casts to the input dtype.
+    Being buffers, the statistics go into every state_dict, checkpoint and export with the policy.
+    """
+
+    def __init__(self, shape: tuple[int, ...] = (), epsilon: float = 1e-8, clip: float | None = None):
+        super().__init__()
+        self.epsilon = epsilon
+        self.clip = clip
+        self.register_buffer("mean", torch.zeros(shape, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(shape, dtype=torch.float64))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, batch: torch.Tensor) -> None:
+        """Merge the statistics of `batch` (shape [n, *shape]) into the running ones."""
+        batch = batch.reshape(-1, *self.mean.shape).to(torch.float64)
+        self.merge(batch.mean(dim=0), batch.var(dim=0, unbiased=False), batch.shape[0])
+
+    @torch.no_grad()
+    def merge(self, batch_mean: torch.Tensor, batch_var: torch.Tensor, batch_count: int | float) -> None:
+        """Merge precomputed moments (also what a distributed all-reduce hands over)."""
+        total = self.count + batch_count
+        delta = batch_mean - self.mean
+        new_mean = self.mean + delta * (batch_count / total)
+        m2 = self.var * self.count + batch_var * batch_count + delta.pow(2) * (self.count * batch_count / total)
+        self.mean.copy_(new_mean)
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
+
+    def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        mean = self.mean.to(x.dtype)
+        std = torch.sqrt(self.var + self.epsilon).to(x.dtype)
+        y = (x - mean) / std
+        if self.clip is not None:
+            y = torch.clamp(y, -self.clip, self.clip)
+        return y
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.normalize(x)
+
+
+class RewardScaler:
+    """Divide rewards by the running std of each env's discounted return (no mean subtraction).
+
+    This is the return-based scaling of Engstrom et al. (2020): G <- gamma * G + r per env,
+    the std of G is tracked over all envs and steps, G is reset when an episode ends.
+    """
+
+    def __init__(self, num_envs: int, gamma: float, clip: float, enabled: bool = True, epsilon: float = 1e-8):
+        self.gamma = gamma
+        self.clip = clip
+        self.enabled = enabled
+        self.returns = torch.zeros(num_envs, dtype=torch.float64)
+        self.return_stats = RunningMeanStd(shape=(), epsilon=epsilon)
+
+    def __call__(self, reward: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+        """Scale one step's rewards [n_envs]; `done` marks envs whose episode ended at this step."""
+        if not self.enabled:
+            return reward
+        self.returns = self.returns * self.gamma + reward.to(torch.float64)
+        self.return_stats.update(self.returns)
+        scaled = reward / torch.sqrt(self.return_stats.var + self.return_stats.epsilon).to(reward.dtype)
+        self.returns[done] = 0.0
+        return torch.clamp(scaled, -self.clip, self.clip)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {"returns": self.returns.clone(), **{f"stats.{k}": v.clone() for k, v in self.return_stats.state_dict().items()}}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        self.returns = state["returns"].clone().to(torch.float64)
+        self.return_stats.load_state_dict({k.removeprefix("stats."): v for k, v in state.items() if k.startswith("stats.")})

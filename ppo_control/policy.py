@@ -1,0 +1,86 @@
+"""ActorCritic: observation normalizer + Gaussian actor (state-independent log-std) + separate critic."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import nn
+from torch.distributions import Normal
+
+from ppo_control.normalization import RunningMeanStd
+
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU, "silu": nn.SiLU}
+
+
+def mlp(in_dim: int, hidden_sizes: list[int], out_dim: int, activation: str, head_gain: float) -> nn.Sequential:
+    """MLP with orthogonal init: gain sqrt(2) on hidden layers, `head_gain` on the output, zero biases."""
+    layers: list[nn.Module] = []
+    sizes = [in_dim, *hidden_sizes]
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        layers += [_orthogonal(nn.Linear(a, b), math.sqrt(2)), ACTIVATIONS[activation]()]
+    layers.append(_orthogonal(nn.Linear(sizes[-1], out_dim), head_gain))
+    return nn.Sequential(*layers)
+
+
+def _orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+class ActorCritic(nn.Module):
+    """The whole learned controller. Raw observations in; the normalizer is part of the module.
+
+    The normalizer's statistics change only when the trainer calls `obs_normalizer.update`; every
+    forward path here reads them frozen, so evaluation and export see exactly the trained statistics.
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        action_low: np.ndarray,
+        action_high: np.ndarray,
+        hidden_sizes: list[int] = (64, 64),
+        activation: str = "tanh",
+        log_std_init: float = 0.0,
+        normalize_obs: bool = True,
+        obs_clip: float = 10.0,
+    ):
+        super().__init__()
+        self.normalize_obs = normalize_obs
+        self.obs_normalizer = RunningMeanStd(shape=(obs_dim,), clip=obs_clip)
+        self.actor_mean = mlp(obs_dim, list(hidden_sizes), action_dim, activation, head_gain=0.01)
+        self.critic = mlp(obs_dim, list(hidden_sizes), 1, activation, head_gain=1.0)
+        self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
+        self.register_buffer("action_low", torch.as_tensor(action_low, dtype=torch.float32))
+        self.register_buffer("action_high", torch.as_tensor(action_high, dtype=torch.float32))
+
+    def normalize(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.obs_normalizer(obs) if self.normalize_obs else obs
+
+    def distribution(self, norm_obs: torch.Tensor) -> Normal:
+        mean = self.actor_mean(norm_obs)
+        return Normal(mean, self.log_std.exp().expand_as(mean), validate_args=False)  # checks cost ~20% of an update
+
+    def value(self, norm_obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(norm_obs).squeeze(-1)
+
+    def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sample for a rollout: (unclipped action, its log-prob summed over dims, value)."""
+        norm_obs = self.normalize(obs)
+        dist = self.distribution(norm_obs)
+        action = dist.sample()
+        return action, dist.log_prob(action).sum(-1), self.value(norm_obs)
+
+    def evaluate_actions(self, norm_obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """For the PPO loss: (log-prob of `actions`, entropy, value), all per sample."""
+        dist = self.distribution(norm_obs)
+        return dist.log_prob(actions).sum(-1), dist.entropy().sum(-1), self.value(norm_obs)
+
+    def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """The mean action, clipped to the action bounds: what evaluation and deployment run."""
+        mean = self.actor_mean(self.normalize(obs))
+        return torch.maximum(torch.minimum(mean, self.action_high), self.action_low)

@@ -1,0 +1,154 @@
+"""The PPO update (Schulman et al., 2017): clipped surrogate, value loss, entropy bonus,
+minibatch epochs with KL early stopping, and the learning-rate schedules.
+
+Knows nothing about environments: it gets a flat batch of transitions and a policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+MIN_ADAPTIVE_LR, MAX_ADAPTIVE_LR = 1e-6, 1e-2
+
+
+@dataclass
+class Batch:
+    """Flat [batch, ...] training data for one update. `obs` is already normalized."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    log_probs: torch.Tensor
+    values: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+
+    def __len__(self) -> int:
+        return self.obs.shape[0]
+
+    def subset(self, index: torch.Tensor) -> "Batch":
+        return Batch(*(getattr(self, name)[index] for name in self.__dataclass_fields__))
+
+
+def clipped_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, clip_range: float) -> torch.Tensor:
+    """Per-sample PPO objective (to maximize): min(r * A, clip(r, 1-eps, 1+eps) * A).
+
+    Where the clipped term is the smaller one, the objective is constant in r: no gradient pushes
+    the ratio further outside the trust region. Worked example, eps=0.2, A=+2, r=1.5: min(3.0, 2.4) = 2.4.
+    """
+    return torch.min(ratio * advantages, torch.clamp(ratio, 1.0 - clip_range, 1.0 + clip_range) * advantages)
+
+
+def approx_kl(log_ratio: torch.Tensor) -> torch.Tensor:
+    """KL(old || new) estimate (r - 1) - log r: unbiased and never negative (Schulman's k3)."""
+    return ((log_ratio.exp() - 1.0) - log_ratio).mean()
+
+
+def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, clip_range: float | None) -> torch.Tensor:
+    """0.5 * squared error; with `clip_range`, the pessimistic max over a clipped value update."""
+    loss = (values - returns).pow(2)
+    if clip_range is not None:
+        clipped = old_values + torch.clamp(values - old_values, -clip_range, clip_range)
+        loss = torch.max(loss, (clipped - returns).pow(2))
+    return 0.5 * loss.mean()
+
+
+def explained_variance(predictions: torch.Tensor, targets: torch.Tensor) -> float:
+    """1 - Var(targets - predictions) / Var(targets): 1 is perfect, 0 is no better than a constant."""
+    var = targets.var()
+    return float("nan") if var == 0 else float(1.0 - (targets - predictions).var() / var)
+
+
+def scheduled_learning_rate(schedule: str, base_lr: float, current_lr: float, step: int, total_steps: int) -> float:
+    """Rate for the next update. `linear` decays to zero at total_steps; `adaptive` keeps the
+    current rate (it is changed by `adapt_learning_rate` after each update)."""
+    if schedule == "linear":
+        return base_lr * max(1.0 - step / total_steps, 0.0)
+    if schedule == "adaptive":
+        return current_lr
+    return base_lr
+
+
+def adapt_learning_rate(lr: float, kl: float, target_kl: float) -> float:
+    """KL-adaptive rate: shrink when the update moved the policy > 2x target, grow when < 0.5x."""
+    if kl > 2.0 * target_kl:
+        lr /= 1.5
+    elif kl < 0.5 * target_kl:
+        lr *= 1.5
+    return min(max(lr, MIN_ADAPTIVE_LR), MAX_ADAPTIVE_LR)
+
+
+def kl_stop_threshold(schedule: str, target_kl: float | None) -> float | None:
+    """KL beyond which the epoch loop stops. The adaptive schedule aims for KL in [0.5, 2] x target,
+    so stopping at the target itself would fight it; it stops only beyond the band's upper edge."""
+    if target_kl is None:
+        return None
+    return 2.0 * target_kl if schedule == "adaptive" else target_kl
+
+
+def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
+def ppo_update(policy: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, hp, generator: torch.Generator) -> dict[str, float]:
+    """Run up to `hp.epochs` passes of `hp.minibatches` minibatches over `batch`.
+
+    `hp` is the `ppo` config section. Before each minibatch's optimizer step the approximate KL of
+    that minibatch is measured; once it exceeds the threshold the loop stops without taking that step.
+    Returns the diagnostics averaged over the minibatches evaluated.
+    """
+    batch_size = len(batch)
+    minibatch_size = batch_size // hp.minibatches
+    kl_limit = kl_stop_threshold(hp.lr_schedule, hp.target_kl)
+    value_clip = hp.clip_range if hp.clip_value_loss else None
+    params = [p for p in policy.parameters() if p.requires_grad]
+
+    totals = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clip_fraction": 0.0}
+    grad_norm_total, minibatches_seen, steps_taken, epochs_run, stopped_early = 0.0, 0, 0, 0, False
+    for _epoch in range(hp.epochs):
+        epochs_run += 1
+        order = torch.randperm(batch_size, generator=generator).to(batch.obs.device)
+        for index in order.view(hp.minibatches, minibatch_size):
+            mb = batch.subset(index)
+            log_probs, entropy, values = policy.evaluate_actions(mb.obs, mb.actions)
+            log_ratio = log_probs - mb.log_probs
+            ratio = log_ratio.exp()
+
+            advantages = mb.advantages
+            if hp.normalize_adv and len(advantages) > 1:
+                advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+            policy_loss = -clipped_surrogate(ratio, advantages, hp.clip_range).mean()
+            v_loss = value_loss(values, mb.values, mb.returns, value_clip)
+            entropy_mean = entropy.mean()
+            loss = policy_loss + hp.vf_coef * v_loss - hp.ent_coef * entropy_mean
+
+            with torch.no_grad():
+                kl = approx_kl(log_ratio)
+                totals["policy_loss"] += float(policy_loss)
+                totals["value_loss"] += float(v_loss)
+                totals["entropy"] += float(entropy_mean)
+                totals["approx_kl"] += float(kl)
+                totals["clip_fraction"] += float(((ratio - 1.0).abs() > hp.clip_range).float().mean())
+            minibatches_seen += 1
+            if kl_limit is not None and float(kl) > kl_limit:
+                stopped_early = True
+                break
+
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            max_norm = hp.max_grad_norm if hp.max_grad_norm is not None else float("inf")
+            grad_norm_total += float(nn.utils.clip_grad_norm_(params, max_norm))
+            optimizer.step()
+            steps_taken += 1
+        if stopped_early:
+            break
+
+    stats = {key: value / minibatches_seen for key, value in totals.items()}
+    stats["grad_norm"] = grad_norm_total / steps_taken if steps_taken else 0.0
+    stats["epochs_run"] = epochs_run
+    stats["optimizer_steps"] = steps_taken
+    stats["kl_early_stop"] = stopped_early
+    return stats

@@ -1,0 +1,66 @@
+"""Preallocated rollout storage and GAE that keeps terminations and time-limit truncations apart."""
+
+from __future__ import annotations
+
+import torch
+
+
+class RolloutStorage:
+    """One rollout of `num_steps` x `num_envs` transitions, as preallocated tensors.
+
+    `observations` holds the raw observations the policy acted on; the trainer normalizes the whole
+    batch once, with the same frozen statistics the policy used while acting.
+    `truncation_values[t, i]` is V(final observation) where env i was truncated at step t (else 0).
+    """
+
+    def __init__(self, num_steps: int, num_envs: int, obs_dim: int, action_dim: int, device: torch.device | str = "cpu"):
+        self.num_steps, self.num_envs = num_steps, num_envs
+        shape = (num_steps, num_envs)
+        self.observations = torch.zeros(*shape, obs_dim, device=device)
+        self.actions = torch.zeros(*shape, action_dim, device=device)
+        self.log_probs = torch.zeros(shape, device=device)
+        self.values = torch.zeros(shape, device=device)
+        self.rewards = torch.zeros(shape, device=device)
+        self.terminated = torch.zeros(shape, dtype=torch.bool, device=device)
+        self.truncated = torch.zeros(shape, dtype=torch.bool, device=device)
+        self.truncation_values = torch.zeros(shape, device=device)
+
+    def compute_advantages(self, last_values: torch.Tensor, gamma: float, gae_lambda: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """(advantages, returns) for the stored rollout; `last_values` = V(obs after the last step)."""
+        return compute_gae(
+            self.rewards, self.values, last_values, self.terminated, self.truncated, self.truncation_values, gamma, gae_lambda
+        )
+
+
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    last_values: torch.Tensor,
+    terminated: torch.Tensor,
+    truncated: torch.Tensor,
+    truncation_values: torch.Tensor,
+    gamma: float,
+    gae_lambda: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalized advantage estimation over [T, N] tensors.
+
+    delta_t = r_t + gamma * V_next_t - V(s_t), where V_next_t is
+      0                        if the episode terminated at t (a true end: nothing follows),
+      V(final observation)     if it was truncated at t (the time limit hid what would follow),
+      V(s_{t+1})               otherwise (`last_values` after the last step).
+    A_t = delta_t + gamma * lambda * A_{t+1}, with the recursion cut wherever the episode ended,
+    because s_{t+1} then belongs to a new episode. Returns are A + V (the critic's targets).
+    """
+    num_steps = rewards.shape[0]
+    advantages = torch.zeros_like(rewards)
+    next_advantage = torch.zeros_like(last_values)
+    next_values = last_values
+    for t in reversed(range(num_steps)):
+        bootstrap = torch.where(truncated[t], truncation_values[t], next_values)
+        bootstrap = torch.where(terminated[t], torch.zeros_like(bootstrap), bootstrap)
+        delta = rewards[t] + gamma * bootstrap - values[t]
+        continues = ~(terminated[t] | truncated[t])
+        next_advantage = delta + gamma * gae_lambda * continues * next_advantage
+        advantages[t] = next_advantage
+        next_values = values[t]
+    return advantages, advantages + values

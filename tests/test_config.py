@@ -1,0 +1,89 @@
+"""Config composition and the one-line, exit-2 errors a user gets for bad input."""
+
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import ROOT, run_module
+from ppo_control.config import ConfigError, all_keys, available_tasks, compose
+
+DESIGN_KEYS = """task seed total_steps device run_dir
+env.backend env.n_envs env.vectorization env.id env.kwargs env.max_episode_steps
+normalize.obs normalize.obs_clip normalize.reward normalize.reward_clip
+policy.hidden_sizes policy.activation policy.log_std_init
+ppo.rollout_steps ppo.epochs ppo.minibatches ppo.learning_rate ppo.lr_schedule ppo.gamma ppo.gae_lambda
+ppo.clip_range ppo.clip_value_loss ppo.ent_coef ppo.vf_coef ppo.max_grad_norm ppo.target_kl ppo.normalize_adv
+eval.every_steps eval.episodes eval.video eval.video_dir
+log.wandb log.wandb_mode log.project log.every_updates
+checkpoint.every_steps checkpoint.keep""".split()
+
+
+def test_every_contract_key_exists_and_is_documented_in_train_yaml():
+    keys = set(all_keys())
+    assert set(DESIGN_KEYS) <= keys
+    text = (ROOT / "configs" / "train.yaml").read_text()
+    for key in keys:
+        leaf = key.split(".")[-1]
+        line = next((l for l in text.splitlines() if l.strip().startswith(f"{leaf}:")), None)
+        assert line is not None and "#" in line, f"{key} has no commented default in train.yaml"
+
+
+def test_all_eleven_tasks_exist_and_compose():
+    expected = {"HalfCheetah", "Hopper", "Walker2d", "Ant", "Humanoid", "HumanoidStandup", "Swimmer",
+                "InvertedPendulum", "InvertedDoublePendulum", "Reacher", "Pusher"}
+    assert expected <= set(available_tasks())
+    for task in expected:
+        assert compose([f"task={task}"]).env.id == f"{task}-v5"
+
+
+def test_composition_order_train_yaml_then_task_then_cli(tmp_path):
+    task_file = tmp_path / "MyTask.yaml"
+    task_file.write_text("env:\n  id: Hopper-v5\n  n_envs: 3\nppo:\n  gamma: 0.95\n")
+    cfg = compose([f"task={task_file}", "ppo.gamma=0.9", "total_steps=1e6", "policy.hidden_sizes=[32,16]"])
+    assert cfg.task == "MyTask"
+    assert cfg.env.n_envs == 3  # task file over train.yaml
+    assert cfg.ppo.gamma == 0.9  # command line over task file
+    assert cfg.total_steps == 1_000_000 and isinstance(cfg.total_steps, int)
+    assert list(cfg.policy.hidden_sizes) == [32, 16]
+    assert cfg.ppo.epochs == OmegaConf.load(ROOT / "configs" / "train.yaml").ppo.epochs  # untouched default
+
+
+@pytest.mark.parametrize(
+    "args, must_contain",
+    [
+        (["task=HalfCheeta"], ["unknown task 'HalfCheeta'", "HalfCheetah", "Hopper"]),
+        (["ppo.epochs=3"], ["no task given", "HalfCheetah"]),
+        (["task=Hopper", "ppo.lerning_rate=1e-3"], ["lerning_rate", "learning_rate"]),
+        (["task=Hopper", "env.n_envs=many"], ["env.n_envs", "many"]),
+        (["task=Hopper", "env.n_envs=0"], ["env.n_envs", ">= 1"]),
+        (["task=Hopper", "ppo.learning_rate=0"], ["ppo.learning_rate", "> 0"]),
+        (["task=Hopper", "ppo.gamma=1.5"], ["ppo.gamma", "(0, 1]"]),
+        (["task=Hopper", "ppo.clip_range=-0.1"], ["ppo.clip_range", "> 0"]),
+        (["task=Hopper", "env.n_envs=3", "ppo.rollout_steps=10", "ppo.minibatches=4"], ["ppo.minibatches=4", "30"]),
+        (["task=Hopper", "ppo.lr_schedule=cosine"], ["ppo.lr_schedule", "constant, linear, adaptive"]),
+        (["task=Hopper", "ppo.lr_schedule=adaptive"], ["target_kl"]),
+        (["task=Hopper", "device=tpu"], ["device", "auto, cpu, cuda"]),
+        (["task=Hopper", "oops"], ["key=value"]),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(args, must_contain):
+    result = run_module("ppo_control.train", *args)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ") and "Traceback" not in result.stderr
+    for text in must_contain:
+        assert text in lines[0]
+    assert result.stdout == ""
+
+
+def test_unknown_env_id_is_a_clear_error(tmp_path):
+    task_file = tmp_path / "Bogus.yaml"
+    task_file.write_text("env:\n  id: NoSuchRobot-v5\n")
+    result = run_module("ppo_control.train", f"task={task_file}", f"run_dir={tmp_path / 'run'}")
+    assert result.returncode == 2 and "NoSuchRobot-v5" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_compose_raises_config_error_in_process():
+    with pytest.raises(ConfigError, match="ppo.epochs"):
+        compose(["task=Hopper", "ppo.epochs=0"])

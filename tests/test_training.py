@@ -1,0 +1,132 @@
+"""End-to-end: real learning, the run directory contract, checkpoints, determinism, wandb offline."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import TINY, run_module, train_in_process
+
+REQUIRED_METRICS = {"step", "episode_return", "episode_length", "approx_kl", "clip_fraction", "entropy",
+                    "explained_variance", "grad_norm", "policy_loss", "value_loss", "learning_rate", "epochs_run", "sps"}
+
+
+def read_metrics(run_dir):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_inverted_pendulum_learns_to_balance(tmp_path):
+    """The real learning test: defaults, 32,768 steps (~40 s here), deterministic eval >= 950."""
+    run_dir = tmp_path / "ip"
+    result = run_module("ppo_control.train", "task=InvertedPendulum", "total_steps=32768", "seed=1",
+                        "eval.every_steps=16384", f"run_dir={run_dir}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = read_metrics(run_dir)
+    final = rows[-1]
+    assert final["step"] == 32768
+    assert final["eval_return"] >= 950, [r.get("eval_return") for r in rows]
+    assert "done: eval return" in result.stdout and "sps" in result.stdout and "eta" in result.stdout
+
+
+def test_halfcheetah_smoke_run_writes_the_run_directory_contract(tmp_path):
+    run_dir = tmp_path / "hc"
+    result = run_module("ppo_control.train", "task=HalfCheetah", "total_steps=256", *TINY, f"run_dir={run_dir}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (run_dir / "config.yaml").is_file()
+    from omegaconf import OmegaConf
+
+    saved = OmegaConf.load(run_dir / "config.yaml")
+    assert saved.task == "HalfCheetah" and saved.env.id == "HalfCheetah-v5" and saved.run_dir == str(run_dir)
+    rows = read_metrics(run_dir)
+    assert [r["step"] for r in rows] == [128, 256]
+    for row in rows:
+        assert REQUIRED_METRICS <= row.keys()
+    assert {"eval_return", "eval_return_std"} <= rows[-1].keys()
+    assert "eval_return" not in rows[0]  # eval.every_steps=0: only the final evaluation
+
+    state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
+    assert state["step"] == 256 and state["update"] == 2
+    assert state["config"]["task"] == "HalfCheetah"
+    assert state["policy"]["obs_normalizer.count"].item() == 256  # stats from the collected observations
+    assert {"optimizer", "reward_scaler", "rng", "env_info"} <= state.keys()
+
+    from ppo_control.config import compose
+    from ppo_control.envs import EnvInfo
+    from ppo_control.trainer import build_policy
+
+    info = state["env_info"]
+    policy = build_policy(compose(["task=HalfCheetah"]), EnvInfo(info["obs_dim"], info["action_dim"],
+                          np.array(info["action_low"]), np.array(info["action_high"]), info["max_episode_steps"]))
+    policy.load_state_dict(state["policy"])  # strict: the checkpoint is self-contained
+
+
+def test_periodic_checkpoints_are_pruned(tmp_path):
+    run_dir = tmp_path / "ck"
+    overrides = [o for o in TINY if not o.startswith("checkpoint.")]
+    train_in_process(run_dir, "task=InvertedPendulum", "total_steps=640", *overrides, "checkpoint.every_steps=128", "checkpoint.keep=2")
+    names = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+    assert names == ["last.pt", "step_0000000512.pt", "step_0000000640.pt"]
+
+
+def test_same_seed_same_metrics(tmp_path):
+    rows = []
+    for name in ("a", "b"):
+        train_in_process(tmp_path / name, "task=Hopper", "total_steps=384", *TINY)
+        rows.append([{k: v for k, v in r.items() if k not in ("sps", "time")} for r in read_metrics(tmp_path / name)])
+    assert len(rows[0]) == 3 and rows[0] == rows[1]
+    train_in_process(tmp_path / "c", "task=Hopper", "total_steps=384", "seed=1", *TINY)
+    other = [{k: v for k, v in r.items() if k not in ("sps", "time")} for r in read_metrics(tmp_path / "c")]
+    assert other != rows[0]
+
+
+def test_truncated_steps_bootstrap_from_final_observation_value(tmp_path):
+    from ppo_control.config import compose
+    from ppo_control.trainer import Trainer
+
+    cfg = compose(["task=InvertedPendulum", *TINY, "env.max_episode_steps=5", f"run_dir={tmp_path / 't'}"])
+    trainer = Trainer(cfg)
+    try:
+        trainer._collect_rollout()
+        storage = trainer.storage
+        truncated = storage.truncated
+        assert truncated.sum() >= 4  # 64 steps with a 5-step limit: many time-limit ends
+        assert (storage.truncation_values[truncated] != 0).all()
+        assert (storage.truncation_values[~truncated] == 0).all()
+        # The bootstrap is not the value of the next stored observation (the reset one).
+        t, i = [int(x) for x in truncated.nonzero()[0]]
+        assert storage.truncation_values[t, i] != storage.values[t + 1, i]
+    finally:
+        trainer.close()
+
+
+def test_existing_run_dir_is_refused_and_left_alone(tmp_path):
+    run_dir = tmp_path / "taken"
+    run_dir.mkdir()
+    (run_dir / "metrics.jsonl").write_text("precious\n")
+    result = run_module("ppo_control.train", "task=Hopper", f"run_dir={run_dir}")
+    assert result.returncode == 2 and "already exists" in result.stderr and "Traceback" not in result.stderr
+    assert (run_dir / "metrics.jsonl").read_text() == "precious\n"
+    assert sorted(p.name for p in run_dir.iterdir()) == ["metrics.jsonl"]
+
+
+def test_default_run_dir_layout(tmp_path):
+    result = run_module("ppo_control.train", "task=InvertedPendulum", "total_steps=128", "seed=3", *TINY, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    (run_dir,) = (tmp_path / "runs" / "InvertedPendulum").iterdir()
+    assert re.fullmatch(r"\d{8}-\d{6}-s3", run_dir.name)
+    assert (run_dir / "checkpoints" / "last.pt").is_file()
+
+
+def test_wandb_offline_run_records_the_metrics(tmp_path):
+    run_dir = tmp_path / "wb"
+    train_in_process(run_dir, "task=InvertedPendulum", "total_steps=256", *TINY, "log.wandb=true", "log.wandb_mode=offline")
+    (offline,) = (run_dir / "wandb").glob("offline-run-*")
+    (record,) = offline.glob("run-*.wandb")
+    data = record.read_bytes()
+    rows = read_metrics(run_dir)
+    for row in rows:  # every logged value is in wandb's record, exactly as in metrics.jsonl
+        for key in ("approx_kl", "entropy", "value_loss"):
+            assert json.dumps(row[key]).encode() in data
+    assert json.dumps(rows[-1]["eval_return"]).encode() in data
