@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import collections
 import time
-from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,12 +16,11 @@ from ppo_control.checkpoint import (
     prune_periodic_checkpoints,
     save_checkpoint,
 )
-from ppo_control.envs import EnvInfo, make_vec_env
+from ppo_control.envs import make_vec_env
 from ppo_control.errors import UserError
 from ppo_control.evaluation import evaluate_policy
 from ppo_control.metrics import MetricsLogger
 from ppo_control.normalization import RewardScaler
-from ppo_control.policy import ActorCritic
 from ppo_control.ppo import (
     Batch,
     adapt_learning_rate,
@@ -33,6 +30,7 @@ from ppo_control.ppo import (
     set_learning_rate,
 )
 from ppo_control.rollout import RolloutStorage
+from ppo_control.runs import build_policy, claim_run_dir, env_info_to_dict, prepare_run_dir
 
 EPISODE_WINDOW = 20  # episode_return/length in metrics are the mean of this many recent episodes
 EVAL_SEED_OFFSET = 1_000_000  # evaluation envs never share seeds with training envs
@@ -45,45 +43,6 @@ def resolve_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise UserError("device=cuda but no CUDA device is available; use device=cpu or device=auto")
     return torch.device(name)
-
-
-def default_run_dir(cfg: DictConfig) -> Path:
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / str(cfg.task) / f"{stamp}-s{cfg.seed}"
-
-
-def claim_run_dir(cfg: DictConfig) -> Path:
-    """Decide the run directory, refusing one that already holds anything (checked before any work)."""
-    run_dir = Path(cfg.run_dir) if cfg.run_dir else default_run_dir(cfg)
-    if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
-        raise UserError(f"run_dir '{run_dir}' already exists and is not empty; choose another run_dir (nothing was changed)")
-    cfg.run_dir = str(run_dir)
-    return run_dir
-
-
-def prepare_run_dir(cfg: DictConfig) -> Path:
-    """Create the run directory (already claimed) and write the resolved config.yaml."""
-    run_dir = Path(cfg.run_dir)
-    try:
-        (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"cannot create run_dir '{run_dir}': {exc.strerror}") from None
-    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
-    return run_dir
-
-
-def build_policy(cfg: DictConfig, info: EnvInfo) -> ActorCritic:
-    return ActorCritic(
-        obs_dim=info.obs_dim,
-        action_dim=info.action_dim,
-        action_low=info.action_low,
-        action_high=info.action_high,
-        hidden_sizes=list(cfg.policy.hidden_sizes),
-        activation=cfg.policy.activation,
-        log_std_init=cfg.policy.log_std_init,
-        normalize_obs=cfg.normalize.obs,
-        obs_clip=cfg.normalize.obs_clip,
-    )
 
 
 class Trainer:
@@ -258,13 +217,7 @@ class Trainer:
             "update": self.update,
             "episodes": self.episodes,
             "rng": capture_rng_state(self.generator),
-            "env_info": {
-                "obs_dim": self.info.obs_dim,
-                "action_dim": self.info.action_dim,
-                "action_low": self.info.action_low.tolist(),
-                "action_high": self.info.action_high.tolist(),
-                "max_episode_steps": self.info.max_episode_steps,
-            },
+            "env_info": env_info_to_dict(self.info),
         }
 
     def _save_checkpoints(self, periodic: bool) -> None:

@@ -52,14 +52,10 @@ def test_halfcheetah_smoke_run_writes_the_run_directory_contract(tmp_path):
     assert state["policy"]["obs_normalizer.count"].item() == 256  # stats from the collected observations
     assert {"optimizer", "reward_scaler", "rng", "env_info"} <= state.keys()
 
-    from ppo_control.config import compose
-    from ppo_control.envs import EnvInfo
-    from ppo_control.trainer import build_policy
+    from ppo_control.runs import load_run
 
-    info = state["env_info"]
-    policy = build_policy(compose(["task=HalfCheetah"]), EnvInfo(info["obs_dim"], info["action_dim"],
-                          np.array(info["action_low"]), np.array(info["action_high"]), info["max_episode_steps"]))
-    policy.load_state_dict(state["policy"])  # strict: the checkpoint is self-contained
+    loaded = load_run(run_dir)  # rebuilds the policy from the checkpoint alone, strict state_dict load
+    assert torch.equal(loaded.policy.obs_normalizer.mean, state["policy"]["obs_normalizer.mean"])
 
 
 def test_periodic_checkpoints_are_pruned(tmp_path):
