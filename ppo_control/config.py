@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -75,6 +75,10 @@ class EvalConfig:
     episodes: int = MISSING
     video: bool = MISSING
     video_dir: str = MISSING
+    video_episodes: int = MISSING
+    video_width: int = MISSING
+    video_height: int = MISSING
+    video_fps: Optional[int] = MISSING
 
 
 @dataclass
@@ -274,7 +278,31 @@ def validate(cfg: DictConfig) -> None:
     require(cfg.log.every_updates >= 1, "log.every_updates", ">= 1")
     require(cfg.checkpoint.every_steps >= 0, "checkpoint.every_steps", ">= 0 (0 = only last.pt)")
     require(cfg.checkpoint.keep >= 0, "checkpoint.keep", ">= 0")
-    if cfg.eval.video:
-        raise ConfigError("eval.video=true: video recording is not available in this version yet; use eval.video=false")
+    require(cfg.eval.video_episodes >= 1, "eval.video_episodes", ">= 1")
+    require(cfg.eval.video_width >= 16 and cfg.eval.video_width % 2 == 0, "eval.video_width", "an even number >= 16 (H.264 needs even sizes)")
+    require(cfg.eval.video_height >= 16 and cfg.eval.video_height % 2 == 0, "eval.video_height", "an even number >= 16 (H.264 needs even sizes)")
+    require(cfg.eval.video_fps is None or cfg.eval.video_fps >= 1, "eval.video_fps", "null (the env's rate) or >= 1")
     if env.backend == "envpool":
         raise ConfigError("env.backend=envpool is not available in this version yet; use env.backend=gymnasium")
+
+
+def parse_command_args(schema: type, argv: list[str], command: str) -> DictConfig:
+    """Parse `key=value` arguments of a non-training command against a dataclass schema.
+
+    Same rules as training overrides: unknown keys name the closest valid one, types are checked,
+    a key without a default must be given. Errors are ConfigError (one line, exit 2).
+    """
+    given = _load(lambda: OmegaConf.from_dotlist(parse_overrides(argv)), "command line")
+    args = OmegaConf.structured(schema)
+    names = [f.name for f in fields(schema)]
+    valid = ", ".join(names)
+    for key in given.keys():
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise ConfigError(f"{command}: unknown argument '{key}'.{hint} Valid arguments: {valid}")
+    args = _merge(args, _coerce_integral_floats(given, args), "command line")
+    missing = OmegaConf.missing_keys(args)
+    if missing:
+        raise ConfigError(f"{command}: missing argument {', '.join(f'{k}=...' for k in sorted(missing))}; valid arguments: {valid}")
+    return args

@@ -5,12 +5,31 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ppo_control.envs import VecEnv
+from ppo_control.envs import VecEnv, make_vec_env
 from ppo_control.policy import ActorCritic
 
 
-def evaluate_policy(policy: ActorCritic, envs: VecEnv, episodes: int, seed: int, device: torch.device | str = "cpu") -> tuple[np.ndarray, np.ndarray]:
+MAX_EVAL_ENVS = 16
+EVAL_SEED_OFFSET = 1_000_000  # evaluation envs never share seeds with training envs
+
+
+def make_eval_envs(env_cfg, episodes: int) -> VecEnv:
+    """The evaluation env layout, shared by training-time and `evaluate` runs so their numbers agree."""
+    return make_vec_env(env_cfg, num_envs=min(episodes, MAX_EVAL_ENVS))
+
+
+def evaluate_policy(
+    policy: ActorCritic,
+    envs: VecEnv,
+    episodes: int,
+    seed: int,
+    device: torch.device | str = "cpu",
+    deterministic: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
     """Run exactly `episodes` episodes and return their (returns, lengths).
+
+    Deterministic: the mean action. Otherwise actions are sampled from the policy with a generator
+    seeded from `seed`, so stochastic evaluations are reproducible too.
 
     Episodes are assigned to sub-envs up front (env i runs its own quota) rather than taking the
     first `episodes` to finish, which would bias the estimate toward short episodes.
@@ -20,10 +39,16 @@ def evaluate_policy(policy: ActorCritic, envs: VecEnv, episodes: int, seed: int,
     returns: list[float] = []
     lengths: list[int] = []
     finished = np.zeros(n, dtype=np.int64)
+    generator = torch.Generator(device=device).manual_seed(seed)
     obs = envs.reset(seed)
     with torch.inference_mode():
         while (finished < quota).any():
-            action = policy.deterministic_action(torch.from_numpy(obs).to(device))
+            obs_t = torch.from_numpy(obs).to(device)
+            if deterministic:
+                action = policy.deterministic_action(obs_t)
+            else:
+                dist = policy.distribution(policy.normalize(obs_t))
+                action = dist.mean + dist.stddev * torch.randn(dist.mean.shape, generator=generator, device=device)
             result = envs.step(action.cpu().numpy())
             ended = np.flatnonzero(result.terminated | result.truncated)
             for k, i in enumerate(ended):

@@ -33,7 +33,7 @@ def format_duration(seconds: float) -> str:
 class MetricsLogger:
     """Appends one JSON row per update to metrics.jsonl, mirrors it to wandb, prints progress."""
 
-    def __init__(self, run_dir: Path, cfg: DictConfig, run_name: str):
+    def __init__(self, run_dir: Path, cfg: DictConfig, run_name: str, start_step: int = 0):
         self.run_dir = Path(run_dir)
         self.every_updates = cfg.log.every_updates
         self.total_steps = cfg.total_steps
@@ -42,6 +42,7 @@ class MetricsLogger:
         if cfg.log.wandb and cfg.log.wandb_mode != "disabled":
             import wandb  # imported lazily: it is slow to import and optional
 
+            self._wandb_module = wandb
             self._wandb = wandb.init(
                 project=cfg.log.project,
                 name=run_name,
@@ -49,22 +50,23 @@ class MetricsLogger:
                 dir=str(self.run_dir),
                 config=OmegaConf.to_container(cfg, resolve=True),
             )
-        self._started = time.perf_counter()
-        self._start_step: int | None = None
+        self._started = time.perf_counter()  # ETA from this process's own pace (a resumed run starts mid-way)
+        self._start_step = start_step
 
     def log(self, row: dict[str, Any]) -> None:
         row = {key: _json_safe(value) for key, value in row.items()}
         self._file.write(json.dumps(row) + "\n")
         self._file.flush()
         if self._wandb is not None:
-            self._wandb.log({k: v for k, v in row.items() if v is not None and k != "step"}, step=row["step"])
+            data = {k: v for k, v in row.items() if v is not None and k not in ("step", "videos")}
+            for i, path in enumerate(row.get("videos") or []):
+                data[f"video/episode{i}"] = self._wandb_module.Video(path, format="mp4")
+            self._wandb.log(data, step=row["step"])
 
     def progress(self, row: dict[str, Any], update: int, force: bool = False) -> None:
         if not force and update % self.every_updates:
             return
         step = row["step"]
-        if self._start_step is None:  # ETA from this process's own pace (a resumed run starts mid-way)
-            self._start_step = step - row.get("steps_this_update", 0)
         elapsed = time.perf_counter() - self._started
         done = step - self._start_step
         pace = done / elapsed if elapsed > 0 else float("nan")

@@ -18,7 +18,7 @@ from ppo_control.checkpoint import (
 )
 from ppo_control.envs import make_vec_env
 from ppo_control.errors import UserError
-from ppo_control.evaluation import evaluate_policy
+from ppo_control.evaluation import EVAL_SEED_OFFSET, evaluate_policy, make_eval_envs
 from ppo_control.metrics import MetricsLogger
 from ppo_control.normalization import RewardScaler
 from ppo_control.ppo import (
@@ -31,10 +31,9 @@ from ppo_control.ppo import (
 )
 from ppo_control.rollout import RolloutStorage
 from ppo_control.runs import build_policy, claim_run_dir, env_info_to_dict, prepare_run_dir
+from ppo_control.video import record_videos, video_directory
 
 EPISODE_WINDOW = 20  # episode_return/length in metrics are the mean of this many recent episodes
-EVAL_SEED_OFFSET = 1_000_000  # evaluation envs never share seeds with training envs
-MAX_EVAL_ENVS = 16
 
 
 def resolve_device(name: str) -> torch.device:
@@ -194,18 +193,23 @@ class Trainer:
             "time": time.time(),
         }
 
-    def _evaluate(self) -> dict[str, float]:
+    def _evaluate(self) -> dict[str, Any]:
         cfg = self.cfg
         if self.eval_envs is None:
-            self.eval_envs = make_vec_env(cfg.env, num_envs=min(cfg.eval.episodes, MAX_EVAL_ENVS))
-        self.policy.eval()
-        returns, lengths = evaluate_policy(self.policy, self.eval_envs, cfg.eval.episodes, cfg.seed + EVAL_SEED_OFFSET, self.device)
-        self.policy.train()
-        return {
+            self.eval_envs = make_eval_envs(cfg.env, cfg.eval.episodes)
+        seed = cfg.seed + EVAL_SEED_OFFSET
+        returns, lengths = evaluate_policy(self.policy, self.eval_envs, cfg.eval.episodes, seed, self.device)
+        result: dict[str, Any] = {
             "eval_return": float(returns.mean()),
             "eval_return_std": float(returns.std()),
             "eval_length": float(lengths.mean()),
         }
+        if cfg.eval.video:
+            directory = video_directory(cfg.eval.video_dir, cfg.task, self.run_name)
+            paths = record_videos(self.policy, cfg.env, directory, self.step, cfg.eval.video_episodes, seed,
+                                  cfg.eval.video_width, cfg.eval.video_height, cfg.eval.video_fps, self.device)
+            result["videos"] = [str(p) for p in paths]
+        return result
 
     def checkpoint_state(self) -> dict[str, Any]:
         return {

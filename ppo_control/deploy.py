@@ -1,0 +1,226 @@
+"""The deployable policy: raw observation in, clipped deterministic action out, nothing else.
+
+`DeployedPolicy` is what `python -m ppo_control.export` writes, as TorchScript (for libtorch / C++
+robot controllers) or ONNX. It holds only what acting needs: the observation normalizer's
+statistics (float32 buffers), a copy of the actor MLP and the action bounds. No critic, no log-std,
+no ppo_control code: the exported file loads with plain `torch.jit.load` or onnxruntime.
+
+This module imports only torch and the standard library (onnx lazily), so it can be read, and even
+copied, on its own.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from ppo_control.policy import ActorCritic
+
+# Bump when the exported module's interface (inputs, outputs, attributes, metadata keys) changes.
+EXPORT_FORMAT_VERSION = 1
+METADATA_FILE = "metadata.json"  # name of the TorchScript extra file holding the metadata
+ONNX_OPSET = 18
+ONNX_INPUT = "obs"
+ONNX_OUTPUT = "action"
+
+
+class DeployedPolicy(nn.Module):
+    """obs [obs_dim] or [batch, obs_dim] (float32, raw) -> action of the same leading shape.
+
+    Computes exactly `ActorCritic.deterministic_action`: normalize the observation with the frozen
+    running statistics ((obs - mean) / sqrt(var + eps), clipped to +-obs_clip; skipped when the run
+    trained without observation normalization), run the actor MLP, clip the mean action to the
+    action bounds.
+    """
+
+    def __init__(
+        self,
+        actor: nn.Sequential,
+        obs_mean: torch.Tensor,
+        obs_std: torch.Tensor,
+        obs_clip: float,
+        normalize_obs: bool,
+        action_low: torch.Tensor,
+        action_high: torch.Tensor,
+        metadata_json: str = "{}",
+    ):
+        super().__init__()
+        self.actor = actor
+        # Plain int/bool/str attributes survive scripting: C++ reads module.attr("obs_dim"), Python
+        # reads module.obs_dim. (No class-level annotations: under `from __future__ import
+        # annotations` TorchScript cannot resolve them; it infers these types from the values.)
+        self.obs_dim = int(obs_mean.numel())
+        self.action_dim = int(action_low.numel())
+        self.normalize_obs = bool(normalize_obs)
+        self.metadata_json = metadata_json
+        self.register_buffer("obs_mean", obs_mean.detach().to(torch.float32).clone())
+        self.register_buffer("obs_std", obs_std.detach().to(torch.float32).clone())
+        # A buffer rather than a constant so the weight hash covers it too.
+        self.register_buffer("obs_clip", torch.tensor(float(obs_clip), dtype=torch.float32))
+        self.register_buffer("action_low", action_low.detach().to(torch.float32).clone())
+        self.register_buffer("action_high", action_high.detach().to(torch.float32).clone())
+
+    @classmethod
+    def from_actor_critic(cls, policy: "ActorCritic", metadata: dict[str, Any] | None = None) -> "DeployedPolicy":
+        """Copy what acting needs out of a trained `ActorCritic` (the source is left untouched)."""
+        normalizer = policy.obs_normalizer
+        clip = normalizer.clip if normalizer.clip is not None else float("inf")
+        # The same float64 -> float32 steps as RunningMeanStd.normalize, so results match bit for bit.
+        obs_mean = normalizer.mean.to(torch.float32)
+        obs_std = torch.sqrt(normalizer.var + normalizer.epsilon).to(torch.float32)
+        actor = copy.deepcopy(policy.actor_mean).to(torch.float32).eval()
+        for parameter in actor.parameters():
+            parameter.requires_grad_(False)
+        module = cls(actor, obs_mean, obs_std, clip, policy.normalize_obs, policy.action_low, policy.action_high)
+        module.eval()
+        if metadata is not None:
+            module.metadata_json = metadata_to_json({**metadata, **module.describe()})
+        return module
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        obs = obs.to(torch.float32)
+        if self.normalize_obs:
+            obs = torch.clamp((obs - self.obs_mean) / self.obs_std, -self.obs_clip, self.obs_clip)
+        mean = self.actor(obs)
+        return torch.maximum(torch.minimum(mean, self.action_high), self.action_low)
+
+    def describe(self) -> dict[str, Any]:
+        """The facts about this module that its metadata must state (dims, bounds, hash)."""
+        return {
+            "obs_dim": self.obs_dim,
+            "action_dim": self.action_dim,
+            "action_low": self.action_low.tolist(),
+            "action_high": self.action_high.tolist(),
+            "normalize_obs": self.normalize_obs,
+            "obs_clip": float(self.obs_clip),
+            "weights_sha256": weights_sha256(self.state_dict()),
+        }
+
+
+def weights_sha256(state: dict[str, torch.Tensor]) -> str:
+    """sha256 over a state dict, reproducible anywhere without ppo_control.
+
+    Recipe: for each entry in sorted key order, feed the header `"{key}:{dtype}:{shape}\\n"` (dtype
+    like `float32`, shape comma-separated, e.g. `actor.0.weight:float32:64,17`) followed by the
+    tensor's raw little-endian C-contiguous bytes. Works on a `torch.jit.load`-ed module's state_dict.
+    """
+    digest = hashlib.sha256()
+    for key in sorted(state):
+        tensor = state[key].detach().cpu().contiguous()
+        dtype = str(tensor.dtype).removeprefix("torch.")
+        shape = ",".join(str(s) for s in tensor.shape)
+        digest.update(f"{key}:{dtype}:{shape}\n".encode())
+        digest.update(tensor.numpy().tobytes())  # numpy: no copy for contiguous CPU tensors
+    return digest.hexdigest()
+
+
+def metadata_to_json(metadata: dict[str, Any]) -> str:
+    return json.dumps(metadata, sort_keys=True)
+
+
+# --- writing files ---------------------------------------------------------------------------
+
+
+def save_torchscript(module: DeployedPolicy, path: str | os.PathLike, check: Callable[[Path], None] | None = None) -> None:
+    """Script `module` and save it with metadata.json as an extra file.
+
+    Written atomically; `check(temp_path)` may inspect the file and raise before it is put in place.
+    """
+    scripted = to_torchscript(module)
+    extra = {METADATA_FILE: module.metadata_json}
+    _atomic_write(Path(path), lambda tmp: torch.jit.save(scripted, str(tmp), _extra_files=extra), check)
+
+
+def to_torchscript(module: DeployedPolicy) -> torch.jit.ScriptModule:
+    """torch.jit.script the module.
+
+    Scripting, not tracing: a trace would drop the obs_dim/action_dim/metadata_json attributes and
+    freeze the batch rank it saw, so there is deliberately no silent fallback to torch.jit.trace.
+    """
+    with warnings.catch_warnings():
+        # torch >= 2.10 deprecates torch.jit in favour of torch.export, but libtorch's C++ loader
+        # still reads only TorchScript, and that is what robot controllers link against.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return torch.jit.script(module)
+
+
+def save_onnx(
+    module: DeployedPolicy, path: str | os.PathLike, check: Callable[[Path], None] | None = None, opset: int = ONNX_OPSET
+) -> None:
+    """Export to ONNX with a dynamic batch axis and the metadata in model.metadata_props.
+
+    Each metadata key is its own entry (non-strings JSON-encoded); "metadata.json" holds them all.
+    Written atomically; `check(temp_path)` may inspect the file and raise before it is put in place.
+
+    The graph's input is always 2-D, [batch, obs_dim]: a rank-polymorphic ONNX graph is not worth
+    its complexity, so a single observation is fed as a batch of one.
+    """
+    import onnx  # optional dependency, checked by the CLI before any work
+
+    proto = to_onnx_proto(module, opset)
+    metadata = json.loads(module.metadata_json)
+    for key, value in metadata.items():
+        entry = proto.metadata_props.add()
+        entry.key = key
+        entry.value = value if isinstance(value, str) else json.dumps(value)
+    entry = proto.metadata_props.add()
+    entry.key = METADATA_FILE  # the whole document too, for readers that want one JSON blob
+    entry.value = module.metadata_json
+    onnx.checker.check_model(proto, full_check=True)
+    _atomic_write(Path(path), lambda tmp: onnx.save_model(proto, str(tmp)), check)
+
+
+def to_onnx_proto(module: DeployedPolicy, opset: int = ONNX_OPSET):
+    """The ONNX ModelProto of `module`, via the torch.export-based exporter (dynamo=True).
+
+    dynamo=False selects the TorchScript-based exporter, which torch >= 2.9 deprecates (it warns on
+    every call); the dynamo exporter is the default and handles this small MLP without help.
+    """
+    example = torch.zeros(2, module.obs_dim)  # batch 2, not 1: torch.export specializes size-1 dims
+    batch = torch.export.Dim("batch", min=1)
+    onnx_logger = logging.getLogger("torch.onnx")
+    level = onnx_logger.level
+    onnx_logger.setLevel(logging.ERROR)  # otherwise it logs "torchvision is not installed" warnings
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch.export's internal deprecation notices: nothing a user can act on
+            program = torch.onnx.export(
+                module,
+                (example,),
+                dynamo=True,
+                opset_version=opset,
+                input_names=[ONNX_INPUT],
+                output_names=[ONNX_OUTPUT],
+                dynamic_shapes={"obs": {0: batch}},
+                external_data=False,
+                verbose=False,
+            )
+    finally:
+        onnx_logger.setLevel(level)
+    return program.model_proto
+
+
+def _atomic_write(path: Path, write: Callable[[Path], None], check: Callable[[Path], None] | None = None) -> None:
+    """Write through a temp file in the same directory, then rename: no half-written exports."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp_name))
+        if check is not None:
+            check(Path(tmp_name))
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise

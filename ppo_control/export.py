@@ -1,0 +1,216 @@
+"""python -m ppo_control.export run=<run_dir> [format=torchscript|onnx] [out=<path>] [checkpoint=<file>] [overwrite=false]
+
+Writes the deterministic policy of a run (normalizer + actor + action clipping, see deploy.py) as
+a file that loads without ppo_control: TorchScript for libtorch/C++ controllers, or ONNX. The file
+is checked against the training policy before it is put in place, and an existing file is never
+replaced unless overwrite=true.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import json
+import platform
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ppo_control.errors import UserError, run_cli
+
+FORMATS = {"torchscript": "policy.pt", "onnx": "policy.onnx"}
+KEYS = ("run", "format", "out", "checkpoint", "overwrite")
+EXPORT_DIR = "export"
+PROBE_OBSERVATIONS = 256
+PARITY_ATOL = 1e-5
+
+
+@dataclass
+class ExportArgs:
+    run: str
+    format: str = "torchscript"
+    out: str | None = None
+    checkpoint: str | None = None
+    overwrite: bool = False
+
+    @property
+    def out_path(self) -> Path:
+        return Path(self.out) if self.out else Path(self.run) / EXPORT_DIR / FORMATS[self.format]
+
+
+class ExportMismatch(RuntimeError):
+    """The written file does not compute what the training policy computes (a bug, not user error)."""
+
+
+def parse_args(argv: list[str]) -> ExportArgs:
+    """`key=value` arguments; every mistake is a one-line UserError naming what would be valid."""
+    given: dict[str, str] = {}
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if not sep or not key:
+            raise UserError(f"export: argument '{arg}' is not of the form key=value; valid keys: {', '.join(KEYS)}")
+        if key not in KEYS:
+            close = difflib.get_close_matches(key, KEYS, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise UserError(f"export: unknown argument '{key}'.{hint} Valid arguments: {', '.join(KEYS)}")
+        if key in given:
+            raise UserError(f"export: argument '{key}' is given twice")
+        given[key] = value
+    if not given.get("run"):
+        raise UserError("export: missing argument run=<run_dir> (a directory written by ppo_control.train)")
+    fmt = given.get("format", "torchscript").lower()
+    if fmt not in FORMATS:
+        raise UserError(f"export: format={given['format']!r} is not valid; choose one of: {', '.join(FORMATS)}")
+    overwrite = given.get("overwrite", "false").lower()
+    if overwrite not in ("true", "false"):
+        raise UserError(f"export: overwrite={given['overwrite']!r} is not valid; choose one of: true, false")
+    for key in ("out", "checkpoint"):
+        if key in given and not given[key]:
+            raise UserError(f"export: {key}= needs a value (or leave it out for the default)")
+    return ExportArgs(given["run"], fmt, given.get("out"), given.get("checkpoint"), overwrite == "true")
+
+
+def require_onnx_packages() -> None:
+    """format=onnx needs onnx + onnxscript (the exporter) and onnxruntime (to check the file)."""
+    missing = []
+    for name in ("onnx", "onnxscript", "onnxruntime"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        raise UserError(f"format=onnx needs {', '.join(missing)}, which is not installed; run: pip install -e \".[onnx]\"")
+
+
+def check_out_path(path: Path, overwrite: bool) -> None:
+    if path.is_dir():
+        raise UserError(f"out='{path}' is a directory; give a file path, e.g. out={path / 'policy.pt'}")
+    if path.exists() and not overwrite:
+        raise UserError(
+            f"'{path}' already exists; choose another out=<path> or pass overwrite=true to replace it (nothing was written)"
+        )
+
+
+def build_metadata(loaded, fmt: str) -> dict[str, Any]:
+    """Where the policy came from and how to call it; deploy.py adds dims, bounds and the weight hash."""
+    import torch
+
+    from ppo_control import __version__
+    from ppo_control.deploy import EXPORT_FORMAT_VERSION
+
+    cfg = loaded.cfg
+    return {
+        "format": fmt,
+        "format_version": EXPORT_FORMAT_VERSION,
+        "task": str(cfg.task),
+        "env_id": str(cfg.env.id),
+        "max_episode_steps": loaded.env_info.max_episode_steps,
+        "step": int(loaded.state.get("step", 0)),
+        "seed": int(cfg.seed),
+        "run": loaded.name,
+        "checkpoint": loaded.checkpoint_path.name,
+        "hidden_sizes": list(cfg.policy.hidden_sizes),
+        "activation": str(cfg.policy.activation),
+        "input": "obs: float32 raw observation, [obs_dim] or [batch, obs_dim] (ONNX: [batch, obs_dim] only)",
+        "output": "action: float32 deterministic action (actor mean) clipped to [action_low, action_high]",
+        "exported_with": f"ppo_control {__version__}, torch {torch.__version__}, python {platform.python_version()}",
+    }
+
+
+def probe_observations(policy, count: int = PROBE_OBSERVATIONS):
+    """Observations around the training statistics, some far enough out to hit the clips."""
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    stats = policy.obs_normalizer
+    std = torch.sqrt(stats.var + stats.epsilon).to(torch.float32)
+    scale = torch.logspace(-1, 2, count).unsqueeze(1)  # 0.1 to 100 standard deviations
+    noise = torch.randn(count, std.numel(), generator=generator)
+    return stats.mean.to(torch.float32) + noise * std * scale
+
+
+def verify_file(path: Path, fmt: str, obs, expected) -> float:
+    """Load `path` the way a user would and return the max |difference| from `expected`."""
+    import numpy as np
+    import torch
+
+    if fmt == "torchscript":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit is deprecated in torch >= 2.10
+            module = torch.jit.load(str(path))
+        with torch.inference_mode():
+            batched = module(obs).numpy()
+            single = module(obs[0]).numpy()
+    else:
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        batched = session.run(None, {"obs": obs.numpy()})[0]
+        single = session.run(None, {"obs": obs[:1].numpy()})[0][0]
+    expected = expected.numpy()
+    if batched.shape != expected.shape or single.shape != expected[0].shape:
+        raise ExportMismatch(f"exported {fmt} returns shapes {batched.shape} and {single.shape}, expected {expected.shape}")
+    return float(max(np.abs(batched - expected).max(), np.abs(single - expected[0]).max()))
+
+
+def main(argv: list[str]) -> None:
+    args = parse_args(argv)
+    if args.format == "onnx":
+        require_onnx_packages()
+
+    import torch
+
+    from ppo_control import deploy
+    from ppo_control.runs import load_run
+
+    loaded = load_run(args.run, args.checkpoint)
+    out = args.out_path
+    check_out_path(out, args.overwrite)
+
+    metadata = build_metadata(loaded, args.format)
+    module = deploy.DeployedPolicy.from_actor_critic(loaded.policy, metadata)
+    obs = probe_observations(loaded.policy)
+    with torch.inference_mode():
+        expected = loaded.policy.deterministic_action(obs)
+    max_diff: list[float] = []
+
+    def check(tmp: Path) -> None:  # runs on the temp file, before it replaces anything
+        max_diff.append(verify_file(tmp, args.format, obs, expected))
+        if not max_diff[0] <= PARITY_ATOL:
+            raise ExportMismatch(f"exported {args.format} differs from the training policy by {max_diff[0]:.3g} (> {PARITY_ATOL})")
+
+    save = deploy.save_torchscript if args.format == "torchscript" else deploy.save_onnx
+    try:
+        save(module, out, check=check)
+    except OSError as exc:
+        raise UserError(f"cannot write '{out}': {exc.strerror or exc}") from None
+
+    print(f"wrote {out} ({args.format}, {out.stat().st_size / 1024:.1f} KiB) from {loaded.checkpoint_path}")
+    print(f"verified: matches the training policy on {len(obs)} probe observations, single and batched (max |diff| {max_diff[0]:.2g})")
+    print("metadata:")
+    for key, value in json.loads(module.metadata_json).items():
+        print(f"  {key}: {json.dumps(value) if not isinstance(value, str) else value}")
+    print("load it:")
+    print(usage_hint(out, args.format, module.obs_dim))
+
+
+def usage_hint(out: Path, fmt: str, obs_dim: int) -> str:
+    from ppo_control.deploy import METADATA_FILE
+
+    if fmt == "torchscript":
+        return (
+            f"  python: policy = torch.jit.load('{out}')  # needs only torch\n"
+            f"          action = policy(torch.as_tensor(obs, dtype=torch.float32))  # obs: [{obs_dim}] or [batch, {obs_dim}], raw\n"
+            f"          extra = {{'{METADATA_FILE}': ''}}; torch.jit.load('{out}', _extra_files=extra)  # fills extra\n"
+            f"  C++:    torch::jit::load(\"{out}\") with libtorch; see examples/cpp/README.md"
+        )
+    return (
+        f"  python: session = onnxruntime.InferenceSession('{out}')\n"
+        f"          action = session.run(None, {{'obs': obs.reshape(-1, {obs_dim}).astype('float32')}})[0]  # input is [batch, {obs_dim}]\n"
+        f"          metadata: onnx.load('{out}').metadata_props"
+    )
+
+
+if __name__ == "__main__":
+    run_cli(main)
