@@ -60,6 +60,28 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     return state
 
 
+def to_tensors(obj: Any) -> Any:
+    """numpy arrays -> tensors, recursively, so the safe loader accepts them."""
+    if isinstance(obj, np.ndarray):
+        return torch.from_numpy(obj.copy())
+    if isinstance(obj, dict):
+        return {key: to_tensors(value) for key, value in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_tensors(value) for value in obj]
+    return obj
+
+
+def to_numpy(obj: Any) -> Any:
+    """The inverse of `to_tensors`."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numpy()
+    if isinstance(obj, dict):
+        return {key: to_numpy(value) for key, value in obj.items()}
+    if isinstance(obj, list):
+        return [to_numpy(value) for value in obj]
+    return obj
+
+
 def capture_rng_state(generator: torch.Generator) -> dict[str, Any]:
     """Every RNG the training run draws from, as tensors and plain values (weights_only-safe)."""
     np_state = np.random.get_state()

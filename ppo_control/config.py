@@ -93,6 +93,7 @@ class LogConfig:
 class CheckpointConfig:
     every_steps: int = MISSING
     keep: int = MISSING
+    save_last_seconds: float = MISSING
 
 
 @dataclass
@@ -110,6 +111,28 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+
+
+# Arguments of the commands other than train (their dataclasses live here, with the schema, so
+# annotations resolve however the command module is run).
+@dataclass
+class EvaluateArgs:
+    run: str = MISSING  # the run directory
+    checkpoint: Optional[str] = None  # a file, or a name in <run>/checkpoints; default last.pt
+    episodes: int = 10
+    seed: Optional[int] = None  # default: the run's own evaluation seed (reproduces its eval_return)
+    video: bool = False
+    video_dir: Optional[str] = None  # default: the run's eval.video_dir
+    deterministic: bool = True
+
+
+@dataclass
+class ExportArgs:
+    run: str = MISSING  # the run directory
+    format: str = "torchscript"  # torchscript | onnx
+    out: Optional[str] = None  # default: <run>/export/policy.pt or policy.onnx
+    checkpoint: Optional[str] = None  # a file, or a name in <run>/checkpoints; default last.pt
+    overwrite: bool = False  # replace an existing file at `out`
 
 
 CHOICES = {
@@ -149,6 +172,47 @@ def compose(overrides: list[str]) -> DictConfig:
     cfg.task = Path(str(task)).stem if str(task).endswith(".yaml") else str(task)
     validate(cfg)
     return cfg
+
+
+# What may change when a run is resumed: anything else would alter the optimization it continues.
+RESUME_CHANGEABLE = ("total_steps", "device", "eval.", "log.", "checkpoint.")
+
+
+def compose_resume(overrides: list[str], saved_config: dict, run_dir: str) -> DictConfig:
+    """The config of a resumed run: the checkpoint's own config plus the few allowed overrides."""
+    cli = _load(lambda: OmegaConf.from_dotlist(parse_overrides(overrides)), "command line")
+    saved = _merge(OmegaConf.structured(TrainConfig), OmegaConf.create(saved_config), "checkpoint config")
+    if "task" in cli and str(cli.task) != str(saved.task):
+        raise ConfigError(f"cannot resume: the run in '{run_dir}' trained task '{saved.task}', not '{cli.task}'")
+    cli.pop("task", None)
+    cli.pop("resume", None)
+    cfg = _merge(saved, _coerce_integral_floats(cli, saved), "command line")
+    before, after = _flatten(saved), _flatten(cfg)
+    changed = [k for k in after if after[k] != before.get(k) and not k.startswith(RESUME_CHANGEABLE) and k != "run_dir"]
+    if changed:
+        key = changed[0]
+        raise ConfigError(
+            f"cannot change {key} on resume ({before.get(key)!r} -> {after[key]!r}): it alters the optimization being "
+            f"continued; only total_steps, device, eval.*, log.* and checkpoint.* may change (start a new run instead)"
+        )
+    cfg.resume = str(run_dir)
+    cfg.run_dir = str(run_dir)
+    validate(cfg)
+    return cfg
+
+
+def _flatten(cfg: DictConfig) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        for key, value in node.items():
+            if isinstance(value, dict):
+                walk(value, f"{prefix}{key}.")
+            else:
+                out[f"{prefix}{key}"] = value
+
+    walk(OmegaConf.to_container(cfg, resolve=True), "")
+    return out
 
 
 def _task_file(task: str) -> Path:
@@ -278,6 +342,7 @@ def validate(cfg: DictConfig) -> None:
     require(cfg.log.every_updates >= 1, "log.every_updates", ">= 1")
     require(cfg.checkpoint.every_steps >= 0, "checkpoint.every_steps", ">= 0 (0 = only last.pt)")
     require(cfg.checkpoint.keep >= 0, "checkpoint.keep", ">= 0")
+    require(finite("checkpoint.save_last_seconds") >= 0, "checkpoint.save_last_seconds", ">= 0")
     require(cfg.eval.video_episodes >= 1, "eval.video_episodes", ">= 1")
     require(cfg.eval.video_width >= 16 and cfg.eval.video_width % 2 == 0, "eval.video_width", "an even number >= 16 (H.264 needs even sizes)")
     require(cfg.eval.video_height >= 16 and cfg.eval.video_height % 2 == 0, "eval.video_height", "an even number >= 16 (H.264 needs even sizes)")

@@ -79,10 +79,11 @@ class DeployedPolicy(nn.Module):
         # The same float64 -> float32 steps as RunningMeanStd.normalize, so results match bit for bit.
         obs_mean = normalizer.mean.to(torch.float32)
         obs_std = torch.sqrt(normalizer.var + normalizer.epsilon).to(torch.float32)
-        actor = copy.deepcopy(policy.actor_mean).to(torch.float32).eval()
+        # Exports live on the CPU; a controller moves the loaded module wherever it wants.
+        actor = copy.deepcopy(policy.actor_mean).to("cpu", torch.float32).eval()
         for parameter in actor.parameters():
             parameter.requires_grad_(False)
-        module = cls(actor, obs_mean, obs_std, clip, policy.normalize_obs, policy.action_low, policy.action_high)
+        module = cls(actor, obs_mean.cpu(), obs_std.cpu(), clip, policy.normalize_obs, policy.action_low.cpu(), policy.action_high.cpu())
         module.eval()
         if metadata is not None:
             module.metadata_json = metadata_to_json({**metadata, **module.describe()})

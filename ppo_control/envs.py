@@ -9,15 +9,32 @@ bootstraps from. The default NEXT_STEP mode would instead insert one junk transi
 from __future__ import annotations
 
 import importlib
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 import gymnasium as gym
+import mujoco
 import numpy as np
+from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+from gymnasium.wrappers import TimeLimit
 from omegaconf import OmegaConf
 
 from ppo_control.errors import UserError
+
+# Gymnasium's half_cheetah.xml uses `settotalmass`, deprecated in MuJoCo 4: MuJoCo's default
+# handler prints that for every env made and appends it to MUJOCO_LOG.TXT in the working directory.
+# It is not the user's to fix, so it is dropped; any other MuJoCo warning still reaches stderr.
+_IGNORED_MUJOCO_WARNINGS = ("compiler attribute 'settotalmass' is deprecated",)
+
+
+def _mujoco_warning(message: str) -> None:
+    if not any(text in message for text in _IGNORED_MUJOCO_WARNINGS):
+        print(f"MuJoCo warning: {message.strip()}", file=sys.stderr)
+
+
+mujoco.set_mju_user_warning(_mujoco_warning)
 
 
 @dataclass(frozen=True)
@@ -53,6 +70,54 @@ class VecEnv(Protocol):
     def close(self) -> None: ...
 
 
+def _mjdata_arrays(data: mujoco.MjData) -> dict[str, np.ndarray]:
+    names = [n for n in dir(data) if not n.startswith("_")]
+    return {n: v for n in names if isinstance(v := getattr(data, n), np.ndarray) and v.size}
+
+
+class ResumableEnv(gym.Wrapper):
+    """Exposes a sub-env's complete state as `sim_state`, so a resumed run continues its episodes
+    exactly: MuJoCo's full integration state (mj_getState), the time-limit counter and the env RNG.
+    Envs that are not MuJoCo envs report None (their episodes restart on resume)."""
+
+    @property
+    def sim_state(self) -> dict[str, Any] | None:
+        base = self.env.unwrapped
+        if not isinstance(base, MujocoEnv):
+            return None
+        time_limit = self._time_limit()
+        return {
+            # Every array of mjData: the integration state and also the derived quantities (body
+            # positions, contact forces) that the env's next step reads before it integrates.
+            "data": {name: array.copy() for name, array in _mjdata_arrays(base.data).items()},
+            "time": base.data.time,
+            "elapsed_steps": None if time_limit is None else time_limit._elapsed_steps,
+            "rng": base.np_random.bit_generator.state,
+        }
+
+    @sim_state.setter
+    def sim_state(self, state: dict[str, Any]) -> None:
+        base = self.env.unwrapped
+        arrays = _mjdata_arrays(base.data)
+        for name, saved in state["data"].items():
+            target = arrays.get(name)
+            if target is not None and target.shape == saved.shape:
+                np.copyto(target, saved)
+        base.data.time = state["time"]
+        time_limit = self._time_limit()
+        if time_limit is not None:
+            time_limit._elapsed_steps = state["elapsed_steps"]
+        base.np_random.bit_generator.state = state["rng"]
+
+    def _time_limit(self) -> TimeLimit | None:
+        env = self.env
+        while isinstance(env, gym.Wrapper):
+            if isinstance(env, TimeLimit):
+                return env
+            env = env.env
+        return None
+
+
 def make_env_factory(
     env_id: str, kwargs: dict[str, Any] | None = None, max_episode_steps: int | None = None, render_mode: str | None = None
 ) -> Callable[[], gym.Env]:
@@ -64,9 +129,9 @@ def make_env_factory(
         spec = gym.envs.registration.EnvSpec(
             id=env_id.split(":")[-1], entry_point=env_id, max_episode_steps=max_episode_steps
         )
-        return lambda: gym.make(spec, **kwargs)
+        return lambda: ResumableEnv(gym.make(spec, **kwargs))
     limit = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
-    return lambda: gym.make(env_id, **limit, **kwargs)
+    return lambda: ResumableEnv(gym.make(env_id, **limit, **kwargs))
 
 
 def check_env_id(env_id: str) -> None:
@@ -147,6 +212,25 @@ class GymnasiumVecEnv:
         else:
             episode_returns = episode_lengths = np.empty(0)
         return StepResult(obs, reward, terminated, truncated, final_obs, episode_returns, episode_lengths)
+
+    def get_state(self) -> dict[str, Any] | None:
+        """Everything needed to continue these episodes exactly, or None if a sub-env can't tell."""
+        sub_states = self.envs.get_attr("sim_state")
+        if any(state is None for state in sub_states):
+            return None
+        return {
+            "sub_envs": list(sub_states),
+            "episode_return": self._episode_return.copy(),
+            "episode_length": self._episode_length.copy(),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore `get_state()`'s result. The envs must have been reset once (wrappers insist)."""
+        if len(state["sub_envs"]) != self.num_envs:
+            raise UserError(f"saved env state has {len(state['sub_envs'])} sub-envs, this run has {self.num_envs}")
+        self.envs.set_attr("sim_state", list(state["sub_envs"]))
+        self._episode_return[:] = state["episode_return"]
+        self._episode_length[:] = state["episode_length"]
 
     def render(self) -> np.ndarray:
         """RGB frame of sub-env 0 (the env must have been made with render_mode='rgb_array')."""

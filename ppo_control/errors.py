@@ -10,12 +10,26 @@ class UserError(Exception):
     """Something the user can fix (bad config, missing run, unknown task). Its message is one line."""
 
 
+class NonFiniteError(Exception):
+    """Training produced or received NaN/inf. Training stops; the last good checkpoint is kept."""
+
+
 def run_cli(main: Callable[[list[str]], None], argv: list[str] | None = None) -> None:
-    """Run a command's main; a UserError becomes one `error: ...` line on stderr and exit status 2."""
+    """Run a command's main: a UserError becomes one `error: ...` line on stderr and exit status 2,
+    a NonFiniteError the same with exit status 1."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         main(argv)
     except UserError as exc:
-        message = " ".join(str(exc).split())  # guarantee a single line
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
         sys.exit(2)
+    except NonFiniteError as exc:
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        print("interrupted; the last checkpoint on disk is intact", file=sys.stderr)
+        sys.exit(130)
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())

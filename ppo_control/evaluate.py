@@ -9,27 +9,12 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
-from omegaconf import MISSING
-
-from ppo_control.config import ConfigError, parse_command_args
+from ppo_control.config import ConfigError, EvaluateArgs, parse_command_args
 from ppo_control.errors import UserError, run_cli
 
 EVAL_FILE = "eval.json"
-
-
-@dataclass
-class EvaluateArgs:
-    run: str = MISSING  # the run directory
-    checkpoint: Optional[str] = None  # a file, or a name in <run>/checkpoints; default last.pt
-    episodes: int = 10
-    seed: Optional[int] = None  # default: the run's own evaluation seed (reproduces its eval_return)
-    video: bool = False
-    video_dir: Optional[str] = None  # default: the run's eval.video_dir
-    deterministic: bool = True
 
 
 def write_json_atomic(path: Path, data: dict) -> None:

@@ -8,67 +8,42 @@ replaced unless overwrite=true.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import json
 import platform
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from omegaconf import DictConfig
+
+from ppo_control.config import ConfigError, ExportArgs, parse_command_args
 from ppo_control.errors import UserError, run_cli
 
 FORMATS = {"torchscript": "policy.pt", "onnx": "policy.onnx"}
-KEYS = ("run", "format", "out", "checkpoint", "overwrite")
 EXPORT_DIR = "export"
 PROBE_OBSERVATIONS = 256
 PARITY_ATOL = 1e-5
-
-
-@dataclass
-class ExportArgs:
-    run: str
-    format: str = "torchscript"
-    out: str | None = None
-    checkpoint: str | None = None
-    overwrite: bool = False
-
-    @property
-    def out_path(self) -> Path:
-        return Path(self.out) if self.out else Path(self.run) / EXPORT_DIR / FORMATS[self.format]
 
 
 class ExportMismatch(RuntimeError):
     """The written file does not compute what the training policy computes (a bug, not user error)."""
 
 
-def parse_args(argv: list[str]) -> ExportArgs:
-    """`key=value` arguments; every mistake is a one-line UserError naming what would be valid."""
-    given: dict[str, str] = {}
-    for arg in argv:
-        key, sep, value = arg.partition("=")
-        if not sep or not key:
-            raise UserError(f"export: argument '{arg}' is not of the form key=value; valid keys: {', '.join(KEYS)}")
-        if key not in KEYS:
-            close = difflib.get_close_matches(key, KEYS, n=1)
-            hint = f" Did you mean '{close[0]}'?" if close else ""
-            raise UserError(f"export: unknown argument '{key}'.{hint} Valid arguments: {', '.join(KEYS)}")
-        if key in given:
-            raise UserError(f"export: argument '{key}' is given twice")
-        given[key] = value
-    if not given.get("run"):
-        raise UserError("export: missing argument run=<run_dir> (a directory written by ppo_control.train)")
-    fmt = given.get("format", "torchscript").lower()
-    if fmt not in FORMATS:
-        raise UserError(f"export: format={given['format']!r} is not valid; choose one of: {', '.join(FORMATS)}")
-    overwrite = given.get("overwrite", "false").lower()
-    if overwrite not in ("true", "false"):
-        raise UserError(f"export: overwrite={given['overwrite']!r} is not valid; choose one of: true, false")
+def parse_args(argv: list[str]) -> DictConfig:
+    """`key=value` arguments; every mistake is a one-line error naming what would be valid."""
+    args = parse_command_args(ExportArgs, argv, "export")
+    args.format = str(args.format).lower()
+    if args.format not in FORMATS:
+        raise ConfigError(f"export: format={args.format!r} is not valid; choose one of: {', '.join(FORMATS)}")
     for key in ("out", "checkpoint"):
-        if key in given and not given[key]:
-            raise UserError(f"export: {key}= needs a value (or leave it out for the default)")
-    return ExportArgs(given["run"], fmt, given.get("out"), given.get("checkpoint"), overwrite == "true")
+        if args[key] is not None and not str(args[key]):
+            raise ConfigError(f"export: {key}= needs a value (or leave it out for the default)")
+    return args
+
+
+def out_path(args: DictConfig) -> Path:
+    return Path(args.out) if args.out else Path(args.run) / EXPORT_DIR / FORMATS[args.format]
 
 
 def require_onnx_packages() -> None:
@@ -80,7 +55,7 @@ def require_onnx_packages() -> None:
         except ImportError:
             missing.append(name)
     if missing:
-        raise UserError(f"format=onnx needs {', '.join(missing)}, which is not installed; run: pip install -e \".[onnx]\"")
+        raise UserError(f"format=onnx needs the packages {', '.join(missing)} (not installed); install the onnx extra: pip install -e \".[onnx]\"")
 
 
 def check_out_path(path: Path, overwrite: bool) -> None:
@@ -95,6 +70,7 @@ def check_out_path(path: Path, overwrite: bool) -> None:
 def build_metadata(loaded, fmt: str) -> dict[str, Any]:
     """Where the policy came from and how to call it; deploy.py adds dims, bounds and the weight hash."""
     import torch
+    from omegaconf import OmegaConf
 
     from ppo_control import __version__
     from ppo_control.deploy import EXPORT_FORMAT_VERSION
@@ -105,6 +81,7 @@ def build_metadata(loaded, fmt: str) -> dict[str, Any]:
         "format_version": EXPORT_FORMAT_VERSION,
         "task": str(cfg.task),
         "env_id": str(cfg.env.id),
+        "env_kwargs": OmegaConf.to_container(cfg.env.kwargs) if cfg.env.kwargs else {},  # they can change the obs layout
         "max_episode_steps": loaded.env_info.max_episode_steps,
         "step": int(loaded.state.get("step", 0)),
         "seed": int(cfg.seed),
@@ -165,7 +142,7 @@ def main(argv: list[str]) -> None:
     from ppo_control.runs import load_run
 
     loaded = load_run(args.run, args.checkpoint)
-    out = args.out_path
+    out = out_path(args)
     check_out_path(out, args.overwrite)
 
     metadata = build_metadata(loaded, args.format)

@@ -6,10 +6,13 @@ Knows nothing about environments: it gets a flat batch of transitions and a poli
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from ppo_control.errors import NonFiniteError
 
 MIN_ADAPTIVE_LR, MAX_ADAPTIVE_LR = 1e-6, 1e-2
 
@@ -137,10 +140,18 @@ def ppo_update(policy: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch
                 stopped_early = True
                 break
 
+            if not torch.isfinite(loss):
+                raise NonFiniteError(
+                    f"non-finite loss (policy {policy_loss.item():.4g}, value {v_loss.item():.4g}, entropy {entropy_mean.item():.4g}) "
+                    f"at epoch {epochs_run}, minibatch {minibatches_seen}; the parameters were not changed by it"
+                )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             max_norm = hp.max_grad_norm if hp.max_grad_norm is not None else float("inf")
-            grad_norm_total += float(nn.utils.clip_grad_norm_(params, max_norm))
+            grad_norm = float(nn.utils.clip_grad_norm_(params, max_norm))
+            if not math.isfinite(grad_norm):
+                raise NonFiniteError(f"non-finite gradient norm at epoch {epochs_run}, minibatch {minibatches_seen}; the step was not taken")
+            grad_norm_total += grad_norm
             optimizer.step()
             steps_taken += 1
         if stopped_early:

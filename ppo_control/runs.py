@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
+import json
+import os
+import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -13,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from ppo_control.checkpoint import CheckpointError, load_checkpoint
 from ppo_control.envs import EnvInfo
 from ppo_control.errors import UserError
+from ppo_control.metrics import METRICS_FILE
 from ppo_control.policy import ActorCritic
 
 CONFIG_FILE = "config.yaml"
@@ -34,15 +39,49 @@ def claim_run_dir(cfg: DictConfig) -> Path:
     return run_dir
 
 
-def prepare_run_dir(cfg: DictConfig) -> Path:
-    """Create the run directory (already claimed) and write the resolved config.yaml."""
-    run_dir = Path(cfg.run_dir)
+def ensure_writable_dir(directory: Path, what: str) -> Path:
+    """Create `directory` if needed and prove it takes files, or say which setting to change."""
     try:
-        (run_dir / CHECKPOINT_DIR).mkdir(parents=True, exist_ok=True)
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=directory, prefix=".write-test-")
+        probe.close()
     except OSError as exc:
-        raise UserError(f"cannot create run_dir '{run_dir}': {exc.strerror}") from None
-    OmegaConf.save(cfg, run_dir / CONFIG_FILE, resolve=True)
+        raise UserError(f"{what}: cannot write to '{directory}' ({exc.strerror or exc}); choose a writable location") from None
+    return directory
+
+
+def create_run_dir(run_dir: Path) -> Path:
+    ensure_writable_dir(run_dir / CHECKPOINT_DIR, "run_dir")
     return run_dir
+
+
+def write_config(run_dir: Path, cfg: DictConfig) -> None:
+    """Write the fully resolved config (atomically: a resume rewrites it with the new total_steps)."""
+    tmp = run_dir / f".{CONFIG_FILE}.tmp"
+    OmegaConf.save(cfg, tmp, resolve=True)
+    os.replace(tmp, run_dir / CONFIG_FILE)
+
+
+LOCK_FILE = ".lock"
+
+
+def lock_run_dir(run_dir: Path) -> IO[str]:
+    """Hold an exclusive lock on the run directory for as long as the returned file stays open.
+    Two processes training into one run would interleave checkpoints and metrics; the OS drops
+    the lock when the holder exits, even on SIGKILL."""
+    handle = open(Path(run_dir) / LOCK_FILE, "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise UserError(f"run_dir '{run_dir}' is in use by a training process ({holder}); wait for it or stop it first") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()}")
+    handle.flush()
+    return handle
 
 
 def build_policy(cfg: DictConfig, info: EnvInfo) -> ActorCritic:
@@ -119,3 +158,49 @@ def load_run(run_dir: str | Path, checkpoint: str | Path | None = None) -> Loade
     for parameter in policy.parameters():
         parameter.requires_grad_(False)
     return LoadedRun(run_dir, path, cfg, state, policy, info)
+
+
+def truncate_metrics(run_dir: Path, step: int) -> int:
+    """Drop metrics rows past `step` (work lost with a killed process) so a resumed run's rows
+    follow on without duplicates. Returns how many rows were dropped; rewrites only if any."""
+    path = run_dir / METRICS_FILE
+    if not path.is_file():
+        return 0
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    keep = []
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:  # a line cut short by a kill
+            continue
+        if row.get("step", 0) <= step:
+            keep.append(line if line.endswith("\n") else line + "\n")
+    if len(keep) == len(lines) and all(l.endswith("\n") for l in lines):
+        return 0
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(keep), encoding="utf-8")
+    os.replace(tmp, path)
+    return len(lines) - len(keep)
+
+
+def find_resume_checkpoint(run_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """The newest checkpoint of a run that loads: last.pt, else periodic ones, newest first."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise UserError(f"cannot resume: run directory '{run_dir}' does not exist")
+    directory = run_dir / CHECKPOINT_DIR
+    candidates = [directory / LAST_CHECKPOINT] + sorted(directory.glob("step_*.pt"), reverse=True)
+    candidates = [c for c in candidates if c.is_file()]
+    if not candidates:
+        raise CheckpointError(f"cannot resume: '{run_dir}' holds no checkpoint ({CHECKPOINT_DIR}/ is empty or missing)")
+    problems = []
+    for path in candidates:
+        try:
+            state = load_checkpoint(path)
+        except CheckpointError as exc:
+            problems.append(str(exc))
+            continue
+        if problems:
+            print(f"resume: skipped unreadable checkpoints ({'; '.join(problems)}); using {path.name}", flush=True)
+        return path, state
+    raise CheckpointError(f"cannot resume from '{run_dir}': no checkpoint loads ({'; '.join(problems)})")

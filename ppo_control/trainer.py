@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import collections
+import signal
+import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,10 +17,13 @@ from ppo_control.checkpoint import (
     capture_rng_state,
     periodic_checkpoint_name,
     prune_periodic_checkpoints,
+    restore_rng_state,
     save_checkpoint,
+    to_numpy,
+    to_tensors,
 )
 from ppo_control.envs import make_vec_env
-from ppo_control.errors import UserError
+from ppo_control.errors import NonFiniteError, UserError
 from ppo_control.evaluation import EVAL_SEED_OFFSET, evaluate_policy, make_eval_envs
 from ppo_control.metrics import MetricsLogger
 from ppo_control.normalization import RewardScaler
@@ -30,7 +36,18 @@ from ppo_control.ppo import (
     set_learning_rate,
 )
 from ppo_control.rollout import RolloutStorage
-from ppo_control.runs import build_policy, claim_run_dir, env_info_to_dict, prepare_run_dir
+from ppo_control.runs import (
+    CHECKPOINT_DIR,
+    LAST_CHECKPOINT,
+    build_policy,
+    claim_run_dir,
+    create_run_dir,
+    ensure_writable_dir,
+    lock_run_dir,
+    env_info_to_dict,
+    truncate_metrics,
+    write_config,
+)
 from ppo_control.video import record_videos, video_directory
 
 EPISODE_WINDOW = 20  # episode_return/length in metrics are the mean of this many recent episodes
@@ -44,13 +61,24 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-class Trainer:
-    """Owns the envs, the policy, the optimizer and the loop for one training run."""
+def check_finite_parameters(policy: torch.nn.Module, update: int) -> None:
+    for name, tensor in policy.state_dict().items():
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            raise NonFiniteError(f"non-finite values in policy '{name}' after update {update}; the last checkpoint is kept")
 
-    def __init__(self, cfg: DictConfig):
+
+class Trainer:
+    """Owns the envs, the policy, the optimizer and the loop for one training run.
+
+    `resume_state` is a loaded checkpoint: the run continues in its own directory exactly where the
+    checkpoint left it (counters, optimizer, normalizer, reward scaler, RNGs, and the envs' episodes).
+    """
+
+    def __init__(self, cfg: DictConfig, resume_state: dict[str, Any] | None = None):
         self.cfg = cfg
         self.device = resolve_device(cfg.device)
-        claim_run_dir(cfg)
+        if resume_state is None:
+            claim_run_dir(cfg)
         torch.manual_seed(cfg.seed)
         np.random.seed(cfg.seed)
         self.generator = torch.Generator().manual_seed(cfg.seed)  # minibatch shuffling
@@ -68,20 +96,37 @@ class Trainer:
         self.episodes = 0
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=EPISODE_WINDOW)
         self.recent_lengths: collections.deque[int] = collections.deque(maxlen=EPISODE_WINDOW)
-
-        self.run_dir = prepare_run_dir(cfg)
-        self.run_name = self.run_dir.name
-        self.logger = MetricsLogger(self.run_dir, cfg, self.run_name)
         self.obs = self.envs.reset(cfg.seed)
+        if resume_state is not None:
+            self._restore(resume_state)
+
+        if cfg.eval.video:  # fail now, not after hours of training at the first evaluation
+            ensure_writable_dir(video_directory(cfg.eval.video_dir, cfg.task, Path(cfg.run_dir).name), "eval.video_dir")
+        self.run_dir = create_run_dir(Path(cfg.run_dir))
+        self.run_name = self.run_dir.name
+        self._lock = lock_run_dir(self.run_dir)
+        write_config(self.run_dir, cfg)
+        if resume_state is not None:
+            dropped = truncate_metrics(self.run_dir, self.step)
+            if dropped:
+                print(f"resume: dropped {dropped} metrics rows logged after the checkpoint (step {self.step:,})", flush=True)
+        self.logger = MetricsLogger(self.run_dir, cfg, self.run_name, start_step=self.step)
+        self._stop_requested = False
+        self._last_saved = time.monotonic()
 
     # ----------------------------------------------------------------------------------------
-    def train(self) -> dict[str, Any]:
+    def train(self, max_updates: int | None = None) -> dict[str, Any]:
+        """Train to total_steps. Stops early, with a checkpoint, after `max_updates` updates of this
+        call or on SIGINT/SIGTERM (a second SIGINT stops at once)."""
         cfg = self.cfg
         steps_per_update = cfg.env.n_envs * cfg.ppo.rollout_steps
         next_eval = self._next_multiple(cfg.eval.every_steps)
         next_checkpoint = self._next_multiple(cfg.checkpoint.every_steps)
-        print(f"training {cfg.task} ({cfg.env.id}) for {cfg.total_steps:,} steps -> {self.run_dir}", flush=True)
-        final: dict[str, float] = {}
+        verb = "resuming" if self.step else "training"
+        print(f"{verb} {cfg.task} ({cfg.env.id}) at step {self.step:,} of {cfg.total_steps:,} -> {self.run_dir}", flush=True)
+        final: dict[str, Any] = {}
+        updates_this_call = 0
+        previous_handlers = self._install_signal_handlers()
         try:
             while self.step < cfg.total_steps:
                 started = time.perf_counter()
@@ -93,29 +138,62 @@ class Trainer:
                 self._collect_rollout()
                 batch = self._build_batch()
                 stats = ppo_update(self.policy, self.optimizer, batch, cfg.ppo, self.generator)
+                check_finite_parameters(self.policy, self.update + 1)
                 if cfg.ppo.lr_schedule == "adaptive":
                     set_learning_rate(self.optimizer, adapt_learning_rate(lr, stats["approx_kl"], cfg.ppo.target_kl))
 
                 self.step += steps_per_update
                 self.update += 1
+                updates_this_call += 1
                 row = self._metrics_row(stats, batch, lr, steps_per_update, time.perf_counter() - started)
                 finished = self.step >= cfg.total_steps
                 if finished or (next_eval is not None and self.step >= next_eval):
                     final = self._evaluate()  # the last update always gets one
                     row.update(final)
                     next_eval = self._next_multiple(cfg.eval.every_steps)
-                if next_checkpoint is not None and self.step >= next_checkpoint:
-                    self._save_checkpoints(periodic=True)
-                    next_checkpoint = self._next_multiple(cfg.checkpoint.every_steps)
-                self.logger.log(row)
+                self.logger.log(row)  # before any checkpoint of this step, so a resume finds its row
                 self.logger.progress(row, self.update, force=finished)
 
-            self._save_checkpoints(periodic=False)
+                periodic = next_checkpoint is not None and self.step >= next_checkpoint
+                if periodic:
+                    next_checkpoint = self._next_multiple(cfg.checkpoint.every_steps)
+                stopping = self._stop_requested or (max_updates is not None and updates_this_call >= max_updates)
+                if periodic or finished or stopping or time.monotonic() - self._last_saved >= cfg.checkpoint.save_last_seconds:
+                    self._save_checkpoints(periodic=periodic)
+                if stopping and not finished:
+                    print(f"stopped at step {self.step:,}; checkpoint saved. Resume with:\n"
+                          f"  python -m ppo_control.train resume={self.run_dir}", flush=True)
+                    return final
+
+            if self.step >= cfg.total_steps and not final:
+                print(f"run already at step {self.step:,} >= total_steps={cfg.total_steps:,}; pass total_steps=N to train longer", flush=True)
+                return final
             print(f"done: eval return {final.get('eval_return', float('nan')):.1f} +- {final.get('eval_return_std', float('nan')):.1f}"
                   f"; run saved in {self.run_dir}", flush=True)
             return final
         finally:
+            self._restore_signal_handlers(previous_handlers)
             self.close()
+
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        """SIGINT/SIGTERM ask the loop to finish the current update and checkpoint. A second SIGINT
+        raises KeyboardInterrupt at once; the last checkpoint on disk stays valid (atomic writes)."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+
+        def request_stop(signum, frame):
+            if self._stop_requested and signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            self._stop_requested = True
+            print(f"\n{signal.Signals(signum).name}: finishing this update, then saving a checkpoint "
+                  "(Ctrl-C again to stop at once)", flush=True)
+
+        return {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    @staticmethod
+    def _restore_signal_handlers(previous: dict[int, Any]) -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
     # ----------------------------------------------------------------------------------------
     def _collect_rollout(self) -> None:
@@ -131,6 +209,8 @@ class Trainer:
                 obs = torch.from_numpy(self.obs).to(device)
                 action, log_prob, value = policy.act(obs)
                 result = self.envs.step(action.cpu().numpy())
+                if not (np.isfinite(result.obs).all() and np.isfinite(result.reward).all() and np.isfinite(result.final_obs).all()):
+                    self._report_nonfinite_env(result, t)
 
                 storage.observations[t] = obs
                 storage.actions[t] = action
@@ -151,6 +231,17 @@ class Trainer:
                     self.episodes += len(result.episode_returns)
                 self.obs = result.obs
             self.last_values = policy.value(policy.normalize(torch.from_numpy(self.obs).to(device)))
+
+    def _report_nonfinite_env(self, result, t: int) -> None:
+        bad_obs = ~np.isfinite(result.obs).all(axis=1) | ~np.isfinite(result.final_obs).all(axis=1)
+        bad_reward = ~np.isfinite(result.reward)
+        what = "observation" if bad_obs.any() else "reward"
+        env_index = int(np.flatnonzero(bad_obs | bad_reward)[0])
+        step = self.step + (t + 1) * self.envs.num_envs
+        raise NonFiniteError(
+            f"non-finite {what} from sub-env {env_index} of {self.cfg.env.id} at step ~{step:,} (update {self.update + 1}); "
+            "training stopped, the last checkpoint is kept"
+        )
 
     def _build_batch(self) -> Batch:
         """GAE, then flatten. Normalizes with the statistics used while acting, then updates them."""
@@ -212,6 +303,7 @@ class Trainer:
         return result
 
     def checkpoint_state(self) -> dict[str, Any]:
+        env_state = self.envs.get_state()
         return {
             "config": OmegaConf.to_container(self.cfg, resolve=True),
             "policy": self.policy.state_dict(),
@@ -220,17 +312,45 @@ class Trainer:
             "step": self.step,
             "update": self.update,
             "episodes": self.episodes,
+            "recent_returns": list(self.recent_returns),
+            "recent_lengths": list(self.recent_lengths),
             "rng": capture_rng_state(self.generator),
             "env_info": env_info_to_dict(self.info),
+            "obs": torch.from_numpy(self.obs.copy()),
+            "env_state": None if env_state is None else to_tensors(env_state),
         }
 
+    def _restore(self, state: dict[str, Any]) -> None:
+        """Load a checkpoint's training state into this freshly built trainer."""
+        saved = state["env_info"]
+        if (saved["obs_dim"], saved["action_dim"]) != (self.info.obs_dim, self.info.action_dim):
+            raise UserError(
+                f"checkpoint was trained with obs_dim={saved['obs_dim']}, action_dim={saved['action_dim']} but "
+                f"{self.cfg.env.id} has obs_dim={self.info.obs_dim}, action_dim={self.info.action_dim}"
+            )
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.reward_scaler.load_state_dict(state["reward_scaler"])
+        self.step, self.update, self.episodes = int(state["step"]), int(state["update"]), int(state["episodes"])
+        self.recent_returns.extend(state["recent_returns"])
+        self.recent_lengths.extend(state["recent_lengths"])
+        restore_rng_state(state["rng"], self.generator)
+        if state.get("env_state") is not None:
+            self.envs.set_state(to_numpy(state["env_state"]))
+            self.obs = state["obs"].numpy().copy()
+        else:
+            print("resume: this env backend cannot save its state; every sub-env starts a new episode "
+                  "(the resumed run is not bit-identical to an uninterrupted one)", flush=True)
+            self.obs = self.envs.reset(self.cfg.seed + self.update)
+
     def _save_checkpoints(self, periodic: bool) -> None:
-        directory = self.run_dir / "checkpoints"
+        directory = self.run_dir / CHECKPOINT_DIR
         state = self.checkpoint_state()
         if periodic and self.cfg.checkpoint.keep > 0:
             save_checkpoint(directory / periodic_checkpoint_name(self.step), state)
             prune_periodic_checkpoints(directory, self.cfg.checkpoint.keep)
-        save_checkpoint(directory / "last.pt", state)
+        save_checkpoint(directory / LAST_CHECKPOINT, state)
+        self._last_saved = time.monotonic()
 
     def _next_multiple(self, every: int) -> int | None:
         """The first multiple of `every` strictly after the current step (None when disabled)."""
@@ -243,3 +363,4 @@ class Trainer:
         self.envs.close()
         if self.eval_envs is not None:
             self.eval_envs.close()
+        self._lock.close()  # releases the run-directory lock
