@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib
 import sys
+import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
@@ -21,7 +23,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import TimeLimit
 from omegaconf import OmegaConf
 
-from ppo_control.errors import UserError
+from ppo_control.errors import EnvWorkerError, UserError
 
 # Gymnasium's half_cheetah.xml uses `settotalmass`, deprecated in MuJoCo 4: MuJoCo's default
 # handler prints that for every env made and appends it to MUJOCO_LOG.TXT in the working directory.
@@ -190,7 +192,12 @@ class GymnasiumVecEnv:
 
     def step(self, actions: np.ndarray) -> StepResult:
         clipped = np.clip(actions, self.info.action_low, self.info.action_high)
-        obs, reward, terminated, truncated, infos = self.envs.step(clipped)
+        try:
+            obs, reward, terminated, truncated, infos = self.envs.step(clipped)
+        except Exception as exc:
+            if isinstance(self.envs, AsyncVectorEnv):  # a worker's failure would otherwise be a bare pipe error
+                raise EnvWorkerError(self._describe_worker_failure(exc)) from None
+            raise
         obs = self._as_batch(obs)
         reward = np.asarray(reward, dtype=np.float32)
         terminated = np.asarray(terminated, dtype=bool)
@@ -212,6 +219,17 @@ class GymnasiumVecEnv:
         else:
             episode_returns = episode_lengths = np.empty(0)
         return StepResult(obs, reward, terminated, truncated, final_obs, episode_returns, episode_lengths)
+
+    def _describe_worker_failure(self, exc: Exception) -> str:
+        deadline = time.monotonic() + 2.0  # a killed worker's pipe breaks a moment before it is reaped
+        while not (dead := [(i, p) for i, p in enumerate(self.envs.processes) if not p.is_alive()]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if dead:
+            i, process = dead[0]
+            what = f"the worker process of sub-env {i} (pid {process.pid}) died with exit code {process.exitcode}"
+        else:
+            what = f"a sub-env raised {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        return f"{what}; training stopped, the last checkpoint is kept"
 
     def get_state(self) -> dict[str, Any] | None:
         """Everything needed to continue these episodes exactly, or None if a sub-env can't tell."""
@@ -237,7 +255,12 @@ class GymnasiumVecEnv:
         return self.envs.envs[0].render()
 
     def close(self) -> None:
-        self.envs.close()
+        if isinstance(self.envs, AsyncVectorEnv):
+            with warnings.catch_warnings():  # gymnasium warns about the very worker we already reported
+                warnings.simplefilter("ignore")
+                self.envs.close(terminate=True)  # a dead or stuck worker must not make shutdown hang
+        else:
+            self.envs.close()
 
     def _as_batch(self, obs: np.ndarray) -> np.ndarray:
         return np.asarray(obs, dtype=np.float32).reshape(self.num_envs, -1)

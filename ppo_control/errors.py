@@ -10,20 +10,29 @@ class UserError(Exception):
     """Something the user can fix (bad config, missing run, unknown task). Its message is one line."""
 
 
-class NonFiniteError(Exception):
-    """Training produced or received NaN/inf. Training stops; the last good checkpoint is kept."""
+class TrainingStopped(Exception):
+    """Training cannot go on (exit status 1). Nothing is saved after it, so the last checkpoint on
+    disk is the last good one."""
+
+
+class NonFiniteError(TrainingStopped):
+    """Training produced or received NaN/inf."""
+
+
+class EnvWorkerError(TrainingStopped):
+    """A sub-environment's worker process died or its env raised."""
 
 
 def run_cli(main: Callable[[list[str]], None], argv: list[str] | None = None) -> None:
     """Run a command's main: a UserError becomes one `error: ...` line on stderr and exit status 2,
-    a NonFiniteError the same with exit status 1."""
+    a TrainingStopped the same with exit status 1."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         main(argv)
     except UserError as exc:
         print(f"error: {_one_line(exc)}", file=sys.stderr)
         sys.exit(2)
-    except NonFiniteError as exc:
+    except TrainingStopped as exc:
         print(f"error: {_one_line(exc)}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:

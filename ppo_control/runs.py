@@ -34,7 +34,10 @@ def claim_run_dir(cfg: DictConfig) -> Path:
     """Decide the run directory, refusing one that already holds anything (checked before any work)."""
     run_dir = Path(cfg.run_dir) if cfg.run_dir else default_run_dir(cfg)
     if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
-        raise UserError(f"run_dir '{run_dir}' already exists and is not empty; choose another run_dir (nothing was changed)")
+        raise UserError(
+            f"run_dir '{run_dir}' already exists and is not empty; to continue that run use resume={run_dir}, "
+            "otherwise choose another run_dir (nothing was changed)"
+        )
     cfg.run_dir = str(run_dir)
     return run_dir
 

@@ -266,3 +266,25 @@ def test_nonfinite_loss_raises_before_touching_parameters():
     with pytest.raises(NonFiniteError, match="non-finite loss"):
         ppo_update(policy, torch.optim.Adam(policy.parameters()), batch, hp, torch.Generator().manual_seed(0))
     assert all(torch.equal(before[k], v) for k, v in policy.state_dict().items())
+
+
+def test_dead_async_worker_is_named_and_last_checkpoint_kept(tmp_path):
+    run = tmp_path / "worker"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ppo_control.train", "task=Hopper", "total_steps=1000000", *TINY, "env.vectorization=async",
+         "checkpoint.save_last_seconds=0", f"run_dir={run}"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.time() + 120
+    while not (run / "checkpoints" / "last.pt").exists():
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    assert len(children) >= 2  # one worker per sub-env
+    os.kill(int(children[-1]), signal.SIGKILL)
+    _, err = proc.communicate(timeout=60)  # bounded: no hang on the dead pipe
+    assert proc.returncode == 1, err
+    assert "worker process of sub-env" in err and "died" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    state = torch.load(run / "checkpoints" / "last.pt", weights_only=True)
+    assert state["step"] == rows(run)[-1]["step"]
