@@ -103,6 +103,7 @@ class TrainConfig:
     total_steps: int = MISSING
     device: str = MISSING
     run_dir: Optional[str] = MISSING
+    dist_timeout: float = MISSING
     resume: Optional[str] = MISSING
     env: EnvConfig = field(default_factory=EnvConfig)
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
@@ -175,13 +176,15 @@ def compose(overrides: list[str]) -> DictConfig:
 
 
 # What may change when a run is resumed: anything else would alter the optimization it continues.
-RESUME_CHANGEABLE = ("total_steps", "device", "eval.", "log.", "checkpoint.")
+RESUME_CHANGEABLE = ("total_steps", "device", "dist_timeout", "eval.", "log.", "checkpoint.")
 
 
 def compose_resume(overrides: list[str], saved_config: dict, run_dir: str) -> DictConfig:
     """The config of a resumed run: the checkpoint's own config plus the few allowed overrides."""
     cli = _load(lambda: OmegaConf.from_dotlist(parse_overrides(overrides)), "command line")
-    saved = _merge(OmegaConf.structured(TrainConfig), OmegaConf.create(saved_config), "checkpoint config")
+    # train.yaml first: a key added to the project since the checkpoint was written gets its default
+    defaults = _merge(OmegaConf.structured(TrainConfig), _load(lambda: OmegaConf.load(CONFIG_DIR / "train.yaml"), "configs/train.yaml"), "configs/train.yaml")
+    saved = _merge(defaults, OmegaConf.create(saved_config), "checkpoint config")
     if "task" in cli and str(cli.task) != str(saved.task):
         raise ConfigError(f"cannot resume: the run in '{run_dir}' trained task '{saved.task}', not '{cli.task}'")
     cli.pop("task", None)
@@ -311,6 +314,7 @@ def validate(cfg: DictConfig) -> None:
     env, norm, pol, ppo = cfg.env, cfg.normalize, cfg.policy, cfg.ppo
     require(cfg.total_steps >= 1, "total_steps", ">= 1")
     require(cfg.seed >= 0, "seed", ">= 0")
+    require(finite("dist_timeout") > 0, "dist_timeout", "> 0 (seconds)")
     require(env.id is not None and str(env.id).strip() != "", "env.id", "a Gymnasium id or package.module:EnvClass (set in the task file)")
     require(env.n_envs >= 1, "env.n_envs", ">= 1")
     require(env.max_episode_steps is None or env.max_episode_steps >= 1, "env.max_episode_steps", "null or >= 1")

@@ -87,3 +87,16 @@ class MetricsLogger:
         if self._wandb is not None:
             self._wandb.finish()
             self._wandb = None
+
+
+class NullLogger:
+    """What ranks other than 0 log with: nothing (only rank 0 writes files and talks to wandb)."""
+
+    def log(self, row: dict[str, Any]) -> None:
+        pass
+
+    def progress(self, row: dict[str, Any], update: int, force: bool = False) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ppo_control.distributed import Distributed
 from ppo_control.errors import NonFiniteError
 
 MIN_ADAPTIVE_LR, MAX_ADAPTIVE_LR = 1e-6, 1e-2
@@ -96,13 +97,22 @@ def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
         group["lr"] = lr
 
 
-def ppo_update(policy: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, hp, generator: torch.Generator) -> dict[str, float]:
+def ppo_update(
+    policy: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: Batch,
+    hp,
+    generator: torch.Generator,
+    sync: Distributed | None = None,
+) -> dict[str, float]:
     """Run up to `hp.epochs` passes of `hp.minibatches` minibatches over `batch`.
 
     `hp` is the `ppo` config section. Before each minibatch's optimizer step the approximate KL of
-    that minibatch is measured; once it exceeds the threshold the loop stops without taking that step.
+    that minibatch is measured (averaged over ranks); once it exceeds the threshold the loop stops
+    without taking that step. With `sync`, gradients are averaged over ranks every minibatch.
     Returns the diagnostics averaged over the minibatches evaluated.
     """
+    sync = sync or Distributed()
     batch_size = len(batch)
     minibatch_size = batch_size // hp.minibatches
     kl_limit = kl_stop_threshold(hp.lr_schedule, hp.target_kl)
@@ -133,13 +143,8 @@ def ppo_update(policy: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch
                 totals["policy_loss"] += float(policy_loss)
                 totals["value_loss"] += float(v_loss)
                 totals["entropy"] += float(entropy_mean)
-                totals["approx_kl"] += float(kl)
                 totals["clip_fraction"] += float(((ratio - 1.0).abs() > hp.clip_range).float().mean())
             minibatches_seen += 1
-            if kl_limit is not None and float(kl) > kl_limit:
-                stopped_early = True
-                break
-
             if not torch.isfinite(loss):
                 raise NonFiniteError(
                     f"non-finite loss (policy {policy_loss.item():.4g}, value {v_loss.item():.4g}, entropy {entropy_mean.item():.4g}) "
@@ -147,6 +152,13 @@ def ppo_update(policy: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch
                 )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            # One all-reduce carries the gradients and this minibatch's KL, so every rank sees the
+            # same averaged KL and stops (or steps) together. Single process: a no-op.
+            kl = sync.average_gradients(params, kl.detach().reshape(1))[0]
+            totals["approx_kl"] += float(kl)
+            if kl_limit is not None and float(kl) > kl_limit:
+                stopped_early = True
+                break
             max_norm = hp.max_grad_norm if hp.max_grad_norm is not None else float("inf")
             grad_norm = float(nn.utils.clip_grad_norm_(params, max_norm))
             if not math.isfinite(grad_norm):

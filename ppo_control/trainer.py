@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import collections
+import hashlib
+import json
 import signal
 import threading
 import time
@@ -25,7 +27,8 @@ from ppo_control.checkpoint import (
 from ppo_control.envs import make_vec_env
 from ppo_control.errors import NonFiniteError, UserError
 from ppo_control.evaluation import EVAL_SEED_OFFSET, evaluate_policy, make_eval_envs
-from ppo_control.metrics import MetricsLogger
+from ppo_control.distributed import init_distributed
+from ppo_control.metrics import MetricsLogger, NullLogger
 from ppo_control.normalization import RewardScaler
 from ppo_control.ppo import (
     Batch,
@@ -51,6 +54,7 @@ from ppo_control.runs import (
 from ppo_control.video import record_videos, video_directory
 
 EPISODE_WINDOW = 20  # episode_return/length in metrics are the mean of this many recent episodes
+RANK_SEED_STRIDE = 7919  # spreads the per-rank action-sampling seeds apart
 
 
 def resolve_device(name: str) -> torch.device:
@@ -77,53 +81,97 @@ class Trainer:
     def __init__(self, cfg: DictConfig, resume_state: dict[str, Any] | None = None):
         self.cfg = cfg
         self.device = resolve_device(cfg.device)
+        self.dist = init_distributed(self.device.type, cfg.dist_timeout)
+        if self.dist.enabled and self.device.type == "cuda":
+            self.device = torch.device("cuda", self.dist.local_rank)  # one GPU per local rank
+        self._check_same_config_on_all_ranks()
         if resume_state is None:
-            claim_run_dir(cfg)
-        torch.manual_seed(cfg.seed)
+            self._on_main_then_share(lambda: claim_run_dir(cfg))
+            cfg.run_dir = self.dist.broadcast_object(cfg.run_dir)  # rank 0's timestamp names the run
+        torch.manual_seed(cfg.seed)  # identical initial weights on every rank
         np.random.seed(cfg.seed)
-        self.generator = torch.Generator().manual_seed(cfg.seed)  # minibatch shuffling
+        self.generator = torch.Generator().manual_seed(cfg.seed + self.dist.rank)  # minibatch shuffling
+        self.env_seed = cfg.seed + self.dist.rank * cfg.env.n_envs  # sub-env i of rank r: seed + r*n_envs + i
 
         self.envs = make_vec_env(cfg.env)
         self.info = self.envs.info
         self.policy = build_policy(cfg, self.info).to(self.device)
+        self.dist.broadcast_parameters(self.policy)
+        if self.dist.enabled:
+            torch.manual_seed(cfg.seed + RANK_SEED_STRIDE * self.dist.rank)  # each rank samples its own actions
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=cfg.ppo.learning_rate, eps=1e-5)
         self.reward_scaler = RewardScaler(cfg.env.n_envs, cfg.ppo.gamma, cfg.normalize.reward_clip, enabled=cfg.normalize.reward)
         self.storage = RolloutStorage(cfg.ppo.rollout_steps, cfg.env.n_envs, self.info.obs_dim, self.info.action_dim, self.device)
         self.eval_envs = None
 
-        self.step = 0
+        self.step = 0  # environment steps summed over all ranks
         self.update = 0
         self.episodes = 0
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=EPISODE_WINDOW)
         self.recent_lengths: collections.deque[int] = collections.deque(maxlen=EPISODE_WINDOW)
-        self.obs = self.envs.reset(cfg.seed)
+        self.obs = self.envs.reset(self.env_seed)
         if resume_state is not None:
             self._restore(resume_state)
 
-        if cfg.eval.video:  # fail now, not after hours of training at the first evaluation
-            ensure_writable_dir(video_directory(cfg.eval.video_dir, cfg.task, Path(cfg.run_dir).name), "eval.video_dir")
-        self.run_dir = create_run_dir(Path(cfg.run_dir))
+        self.run_dir = Path(cfg.run_dir)
         self.run_name = self.run_dir.name
+        self._lock = None
+        self._on_main_then_share(lambda: self._prepare_run_dir(resume_state is not None))
+        self.logger = MetricsLogger(self.run_dir, cfg, self.run_name, start_step=self.step) if self.dist.is_main else NullLogger()
+        self._stop_requested = False
+        self._last_saved = time.monotonic()
+
+    def _prepare_run_dir(self, resuming: bool) -> None:
+        """Rank 0 only: everything this run writes goes through it."""
+        cfg = self.cfg
+        if cfg.eval.video:  # fail now, not after hours of training at the first evaluation
+            ensure_writable_dir(video_directory(cfg.eval.video_dir, cfg.task, self.run_name), "eval.video_dir")
+        create_run_dir(self.run_dir)
         self._lock = lock_run_dir(self.run_dir)
         write_config(self.run_dir, cfg)
-        if resume_state is not None:
+        if resuming:
             dropped = truncate_metrics(self.run_dir, self.step)
             if dropped:
                 print(f"resume: dropped {dropped} metrics rows logged after the checkpoint (step {self.step:,})", flush=True)
-        self.logger = MetricsLogger(self.run_dir, cfg, self.run_name, start_step=self.step)
-        self._stop_requested = False
-        self._last_saved = time.monotonic()
+
+    def _on_main_then_share(self, action) -> None:
+        """Run `action` on rank 0; if it fails with a UserError, every rank raises it (no rank is left
+        waiting in a collective for a rank that has already given up)."""
+        message = None
+        if self.dist.is_main:
+            try:
+                action()
+            except UserError as exc:
+                message = str(exc)
+                if not self.dist.enabled:
+                    raise
+        message = self.dist.broadcast_object(message)
+        if message is not None:
+            raise UserError(message)
+
+    def _check_same_config_on_all_ranks(self) -> None:
+        if not self.dist.enabled:
+            return
+        mine = OmegaConf.to_container(self.cfg, resolve=True)
+        mine.pop("run_dir", None)  # the default name holds a timestamp; rank 0's is used
+        digest = hashlib.sha256(json.dumps(mine, sort_keys=True).encode()).hexdigest()
+        digests = self.dist.all_gather_object(digest)
+        different = [rank for rank, d in enumerate(digests) if d != digests[0]]
+        if different:
+            raise UserError(f"ranks {different} were started with a config different from rank 0's; launch every rank with the same arguments")
 
     # ----------------------------------------------------------------------------------------
     def train(self, max_updates: int | None = None) -> dict[str, Any]:
         """Train to total_steps. Stops early, with a checkpoint, after `max_updates` updates of this
         call or on SIGINT/SIGTERM (a second SIGINT stops at once)."""
         cfg = self.cfg
-        steps_per_update = cfg.env.n_envs * cfg.ppo.rollout_steps
+        steps_per_update = cfg.env.n_envs * cfg.ppo.rollout_steps * self.dist.world_size
         next_eval = self._next_multiple(cfg.eval.every_steps)
         next_checkpoint = self._next_multiple(cfg.checkpoint.every_steps)
         verb = "resuming" if self.step else "training"
-        print(f"{verb} {cfg.task} ({cfg.env.id}) at step {self.step:,} of {cfg.total_steps:,} -> {self.run_dir}", flush=True)
+        ranks = f" on {self.dist.world_size} ranks" if self.dist.enabled else ""
+        if self.dist.is_main:
+            print(f"{verb} {cfg.task} ({cfg.env.id}){ranks} at step {self.step:,} of {cfg.total_steps:,} -> {self.run_dir}", flush=True)
         final: dict[str, Any] = {}
         updates_this_call = 0
         previous_handlers = self._install_signal_handlers()
@@ -135,9 +183,12 @@ class Trainer:
                 )
                 set_learning_rate(self.optimizer, lr)
 
-                self._collect_rollout()
+                episodes = self._collect_rollout()
+                self._record_episodes(episodes)
                 batch = self._build_batch()
-                stats = ppo_update(self.policy, self.optimizer, batch, cfg.ppo, self.generator)
+                stats = ppo_update(self.policy, self.optimizer, batch, cfg.ppo, self.generator, self.dist)
+                stats["explained_variance"] = explained_variance(batch.values, batch.returns)
+                stats = self._mean_over_ranks(stats)
                 check_finite_parameters(self.policy, self.update + 1)
                 if cfg.ppo.lr_schedule == "adaptive":
                     set_learning_rate(self.optimizer, adapt_learning_rate(lr, stats["approx_kl"], cfg.ppo.target_kl))
@@ -145,11 +196,12 @@ class Trainer:
                 self.step += steps_per_update
                 self.update += 1
                 updates_this_call += 1
-                row = self._metrics_row(stats, batch, lr, steps_per_update, time.perf_counter() - started)
+                row = self._metrics_row(stats, lr, steps_per_update, time.perf_counter() - started)
                 finished = self.step >= cfg.total_steps
                 if finished or (next_eval is not None and self.step >= next_eval):
-                    final = self._evaluate()  # the last update always gets one
-                    row.update(final)
+                    if self.dist.is_main:
+                        final = self._evaluate()  # the last update always gets one
+                        row.update(final)
                     next_eval = self._next_multiple(cfg.eval.every_steps)
                 self.logger.log(row)  # before any checkpoint of this step, so a resume finds its row
                 self.logger.progress(row, self.update, force=finished)
@@ -157,23 +209,33 @@ class Trainer:
                 periodic = next_checkpoint is not None and self.step >= next_checkpoint
                 if periodic:
                     next_checkpoint = self._next_multiple(cfg.checkpoint.every_steps)
-                stopping = self._stop_requested or (max_updates is not None and updates_this_call >= max_updates)
-                if periodic or finished or stopping or time.monotonic() - self._last_saved >= cfg.checkpoint.save_last_seconds:
+                # Decisions every rank must take together (a signal may reach one rank only).
+                flags = self.dist.all_reduce(torch.tensor([
+                    float(self._stop_requested or (max_updates is not None and updates_this_call >= max_updates)),
+                    float(time.monotonic() - self._last_saved >= cfg.checkpoint.save_last_seconds),
+                ]), "max")
+                stopping, save_due = bool(flags[0]), bool(flags[1])
+                if periodic or finished or stopping or save_due:
                     self._save_checkpoints(periodic=periodic)
                 if stopping and not finished:
-                    print(f"stopped at step {self.step:,}; checkpoint saved. Resume with:\n"
-                          f"  python -m ppo_control.train resume={self.run_dir}", flush=True)
+                    if self.dist.is_main:
+                        print(f"stopped at step {self.step:,}; checkpoint saved. Resume with:\n  {self._resume_command()}", flush=True)
                     return final
 
-            if self.step >= cfg.total_steps and not final:
-                print(f"run already at step {self.step:,} >= total_steps={cfg.total_steps:,}; pass total_steps=N to train longer", flush=True)
-                return final
-            print(f"done: eval return {final.get('eval_return', float('nan')):.1f} +- {final.get('eval_return_std', float('nan')):.1f}"
-                  f"; run saved in {self.run_dir}", flush=True)
+            if self.dist.is_main:
+                if updates_this_call == 0:
+                    print(f"run already at step {self.step:,} >= total_steps={cfg.total_steps:,}; pass total_steps=N to train longer", flush=True)
+                else:
+                    print(f"done: eval return {final.get('eval_return', float('nan')):.1f} +- {final.get('eval_return_std', float('nan')):.1f}"
+                          f"; run saved in {self.run_dir}", flush=True)
             return final
         finally:
             self._restore_signal_handlers(previous_handlers)
             self.close()
+
+    def _resume_command(self) -> str:
+        launcher = f"torchrun --nproc_per_node={self.dist.world_size} -m" if self.dist.enabled else "python -m"
+        return f"{launcher} ppo_control.train resume={self.run_dir}"
 
     def _install_signal_handlers(self) -> dict[int, Any]:
         """SIGINT/SIGTERM ask the loop to finish the current update and checkpoint. A second SIGINT
@@ -196,14 +258,17 @@ class Trainer:
             signal.signal(sig, handler)
 
     # ----------------------------------------------------------------------------------------
-    def _collect_rollout(self) -> None:
-        """Step the envs for rollout_steps, storing everything the update needs.
+    def _collect_rollout(self) -> tuple[list[float], list[int]]:
+        """Step the envs for rollout_steps, storing everything the update needs; returns the
+        (returns, lengths) of the episodes that ended.
 
         The normalizer is frozen during collection: every observation of the batch, including the
         final observations that truncated steps bootstrap from, sees the same statistics.
         """
         storage, policy, device = self.storage, self.policy, self.device
         storage.truncation_values.zero_()
+        returns: list[float] = []
+        lengths: list[int] = []
         with torch.inference_mode():
             for t in range(storage.num_steps):
                 obs = torch.from_numpy(self.obs).to(device)
@@ -226,20 +291,36 @@ class Trainer:
                     final_obs = torch.from_numpy(result.final_obs[index]).to(device)
                     storage.truncation_values[t, torch.from_numpy(index).to(device)] = policy.value(policy.normalize(final_obs))
                 if len(result.episode_returns):
-                    self.recent_returns.extend(result.episode_returns.tolist())
-                    self.recent_lengths.extend(result.episode_lengths.tolist())
-                    self.episodes += len(result.episode_returns)
+                    returns.extend(result.episode_returns.tolist())
+                    lengths.extend(result.episode_lengths.tolist())
                 self.obs = result.obs
             self.last_values = policy.value(policy.normalize(torch.from_numpy(self.obs).to(device)))
+        return returns, lengths
+
+    def _record_episodes(self, episodes: tuple[list[float], list[int]]) -> None:
+        """Episode statistics over all ranks, identical everywhere (rank order)."""
+        for returns, lengths in self.dist.all_gather_object(episodes):
+            self.recent_returns.extend(returns)
+            self.recent_lengths.extend(lengths)
+            self.episodes += len(returns)
+
+    def _mean_over_ranks(self, stats: dict[str, Any]) -> dict[str, Any]:
+        """Diagnostics averaged over ranks (the KL already is: it is reduced every minibatch)."""
+        if not self.dist.enabled:
+            return stats
+        keys = [k for k, v in stats.items() if isinstance(v, float) and k != "approx_kl"]
+        values = self.dist.all_reduce(torch.tensor([stats[k] for k in keys], dtype=torch.float64), "mean")
+        return {**stats, **{k: float(v) for k, v in zip(keys, values)}}
 
     def _report_nonfinite_env(self, result, t: int) -> None:
         bad_obs = ~np.isfinite(result.obs).all(axis=1) | ~np.isfinite(result.final_obs).all(axis=1)
         bad_reward = ~np.isfinite(result.reward)
         what = "observation" if bad_obs.any() else "reward"
         env_index = int(np.flatnonzero(bad_obs | bad_reward)[0])
-        step = self.step + (t + 1) * self.envs.num_envs
+        step = self.step + (t + 1) * self.envs.num_envs * self.dist.world_size
+        rank = f" on rank {self.dist.rank}" if self.dist.enabled else ""
         raise NonFiniteError(
-            f"non-finite {what} from sub-env {env_index} of {self.cfg.env.id} at step ~{step:,} (update {self.update + 1}); "
+            f"non-finite {what} from sub-env {env_index}{rank} of {self.cfg.env.id} at step ~{step:,} (update {self.update + 1}); "
             "training stopped, the last checkpoint is kept"
         )
 
@@ -250,8 +331,8 @@ class Trainer:
         raw_obs = storage.observations.view(-1, self.info.obs_dim)
         with torch.no_grad():
             norm_obs = self.policy.normalize(raw_obs)
-        if cfg.normalize.obs:
-            self.policy.obs_normalizer.update(raw_obs)
+        if cfg.normalize.obs:  # over the union of every rank's observations: all ranks normalize alike
+            self.policy.obs_normalizer.merge(*self.dist.global_moments(raw_obs))
         return Batch(
             obs=norm_obs,
             actions=storage.actions.view(-1, self.info.action_dim),
@@ -261,7 +342,7 @@ class Trainer:
             returns=returns.view(-1),
         )
 
-    def _metrics_row(self, stats: dict[str, Any], batch: Batch, lr: float, steps: int, seconds: float) -> dict[str, Any]:
+    def _metrics_row(self, stats: dict[str, Any], lr: float, steps: int, seconds: float) -> dict[str, Any]:
         return {
             "step": self.step,
             "update": self.update,
@@ -271,7 +352,7 @@ class Trainer:
             "approx_kl": stats["approx_kl"],
             "clip_fraction": stats["clip_fraction"],
             "entropy": stats["entropy"],
-            "explained_variance": explained_variance(batch.values, batch.returns),
+            "explained_variance": stats["explained_variance"],
             "grad_norm": stats["grad_norm"],
             "policy_loss": stats["policy_loss"],
             "value_loss": stats["value_loss"],
@@ -302,22 +383,33 @@ class Trainer:
             result["videos"] = [str(p) for p in paths]
         return result
 
-    def checkpoint_state(self) -> dict[str, Any]:
+    def _rank_state(self) -> dict[str, Any]:
+        """What differs between ranks: their RNGs, envs, and reward scalers."""
         env_state = self.envs.get_state()
+        return {
+            "rng": capture_rng_state(self.generator),
+            "obs": torch.from_numpy(self.obs.copy()),
+            "env_state": None if env_state is None else to_tensors(env_state),
+            "reward_scaler": self.reward_scaler.state_dict(),
+        }
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """The whole run. Collective: every rank must call it at the same point. The top level holds
+        rank 0's own state, so a single process resumes from a multi-rank checkpoint too."""
+        ranks = self.dist.all_gather_object(self._rank_state())
         return {
             "config": OmegaConf.to_container(self.cfg, resolve=True),
             "policy": self.policy.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "reward_scaler": self.reward_scaler.state_dict(),
             "step": self.step,
             "update": self.update,
             "episodes": self.episodes,
             "recent_returns": list(self.recent_returns),
             "recent_lengths": list(self.recent_lengths),
-            "rng": capture_rng_state(self.generator),
             "env_info": env_info_to_dict(self.info),
-            "obs": torch.from_numpy(self.obs.copy()),
-            "env_state": None if env_state is None else to_tensors(env_state),
+            "world_size": self.dist.world_size,
+            **ranks[0],
+            **({"ranks": ranks} if self.dist.enabled else {}),
         }
 
     def _restore(self, state: dict[str, Any]) -> None:
@@ -330,22 +422,38 @@ class Trainer:
             )
         self.policy.load_state_dict(state["policy"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.reward_scaler.load_state_dict(state["reward_scaler"])
         self.step, self.update, self.episodes = int(state["step"]), int(state["update"]), int(state["episodes"])
         self.recent_returns.extend(state["recent_returns"])
         self.recent_lengths.extend(state["recent_lengths"])
-        restore_rng_state(state["rng"], self.generator)
-        if state.get("env_state") is not None:
-            self.envs.set_state(to_numpy(state["env_state"]))
-            self.obs = state["obs"].numpy().copy()
+
+        saved_world = int(state.get("world_size", 1))
+        if saved_world == self.dist.world_size:
+            mine = state["ranks"][self.dist.rank] if self.dist.enabled else state
+        else:
+            mine = None
+            if self.dist.is_main:
+                print(f"resume: the checkpoint comes from {saved_world} rank(s), this run has {self.dist.world_size}: "
+                      "every sub-env starts a new episode, RNGs are reseeded and rank 0's reward scale is used", flush=True)
+        if mine is None:
+            self.reward_scaler.load_state_dict(state["reward_scaler"])
+            torch.manual_seed(self.cfg.seed + RANK_SEED_STRIDE * self.dist.rank + self.update)
+            self.obs = self.envs.reset(self.env_seed + self.update)
+            return
+        self.reward_scaler.load_state_dict(mine["reward_scaler"])
+        restore_rng_state(mine["rng"], self.generator)
+        if mine.get("env_state") is not None:
+            self.envs.set_state(to_numpy(mine["env_state"]))
+            self.obs = mine["obs"].numpy().copy()
         else:
             print("resume: this env backend cannot save its state; every sub-env starts a new episode "
                   "(the resumed run is not bit-identical to an uninterrupted one)", flush=True)
-            self.obs = self.envs.reset(self.cfg.seed + self.update)
+            self.obs = self.envs.reset(self.env_seed + self.update)
 
     def _save_checkpoints(self, periodic: bool) -> None:
+        state = self.checkpoint_state()  # collective: every rank takes part
+        if not self.dist.is_main:
+            return
         directory = self.run_dir / CHECKPOINT_DIR
-        state = self.checkpoint_state()
         if periodic and self.cfg.checkpoint.keep > 0:
             save_checkpoint(directory / periodic_checkpoint_name(self.step), state)
             prune_periodic_checkpoints(directory, self.cfg.checkpoint.keep)
@@ -363,4 +471,6 @@ class Trainer:
         self.envs.close()
         if self.eval_envs is not None:
             self.eval_envs.close()
-        self._lock.close()  # releases the run-directory lock
+        if self._lock is not None:
+            self._lock.close()  # releases the run-directory lock
+        self.dist.close()

@@ -1,0 +1,129 @@
+"""Data-parallel training on torch.distributed (launched by torchrun).
+
+Each rank runs its own vector env and collects its own rollout; the ranks then act as one learner:
+gradients are averaged every minibatch, the observation normalizer is merged over the union of all
+ranks' observations every update, and the KL early-stopping decision uses the KL averaged over ranks,
+so every rank holds identical parameters and statistics at every step.
+
+`Distributed()` with world_size 1 is the single-process case: every collective is a no-op, so the
+trainer reads the same either way.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from ppo_control.errors import TrainingStopped, UserError
+
+
+class RankLostError(TrainingStopped):
+    """Another rank died, or a collective timed out."""
+
+
+@dataclass
+class Distributed:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def all_reduce(self, tensor: torch.Tensor, op: str = "sum") -> torch.Tensor:
+        """In-place all-reduce ('sum', 'mean' or 'max') of a tensor; returns it."""
+        if self.enabled:
+            reduce_op = dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM
+            self._call(dist.all_reduce, tensor, op=reduce_op)
+            if op == "mean":
+                tensor /= self.world_size
+        return tensor
+
+    def average_gradients(self, params: list[torch.nn.Parameter], extra: torch.Tensor) -> torch.Tensor:
+        """Average the gradients of `params` and the small tensor `extra` across ranks in one
+        all-reduce of a flat buffer; returns the averaged `extra`."""
+        if not self.enabled:
+            return extra
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        flat = torch.cat([g.reshape(-1) for g in grads] + [extra.reshape(-1).to(grads[0].dtype)])
+        self.all_reduce(flat, "mean")
+        offset = 0
+        for p, g in zip(params, grads):
+            n = g.numel()
+            if p.grad is None:
+                p.grad = g
+            p.grad.copy_(flat[offset : offset + n].view_as(g))
+            offset += n
+        return flat[offset:].view_as(extra).to(extra.dtype)
+
+    def global_moments(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """(mean, variance, count) over the union of every rank's rows of `x`, in float64.
+        Two passes (mean first, then squared deviations about it): exact and numerically stable."""
+        x = x.reshape(x.shape[0], -1).to(torch.float64)
+        head = torch.cat([torch.tensor([float(x.shape[0])], dtype=torch.float64), x.sum(dim=0)])
+        self.all_reduce(head)
+        count = head[0]
+        mean = head[1:] / count
+        squares = self.all_reduce(((x - mean) ** 2).sum(dim=0))
+        return mean, squares / count, int(count.item())
+
+    def broadcast_object(self, obj: Any) -> Any:
+        """Rank 0's `obj` on every rank."""
+        if not self.enabled:
+            return obj
+        holder = [obj]
+        self._call(dist.broadcast_object_list, holder, src=0)
+        return holder[0]
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        if not self.enabled:
+            return [obj]
+        gathered: list[Any] = [None] * self.world_size
+        self._call(dist.all_gather_object, gathered, obj)
+        return gathered
+
+    def broadcast_parameters(self, module: torch.nn.Module) -> None:
+        """Make every rank start from rank 0's weights and buffers."""
+        if self.enabled:
+            for tensor in module.state_dict().values():
+                self._call(dist.broadcast, tensor, src=0)
+
+    def _call(self, fn, *args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (RuntimeError, dist.DistError) as exc:  # gloo/nccl report a lost peer or a timeout this way
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise RankLostError(
+                f"rank {self.rank}: lost contact with the other ranks ({first}); training stopped, the last checkpoint is kept"
+            ) from None
+
+    def close(self) -> None:
+        if self.enabled and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def init_distributed(device: str, timeout_seconds: float) -> Distributed:
+    """Join the process group torchrun set up (WORLD_SIZE > 1), or return the single-process case.
+    Backend: nccl for CUDA, gloo on CPU."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size <= 1:
+        return Distributed()
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    backend = "nccl" if device.startswith("cuda") else "gloo"
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+    try:
+        dist.init_process_group(backend, timeout=timedelta(seconds=timeout_seconds))
+    except (RuntimeError, ValueError) as exc:
+        raise UserError(f"cannot join the torch.distributed process group (rank {rank} of {world_size}): {exc}") from None
+    return Distributed(rank=rank, world_size=world_size, local_rank=local_rank)
