@@ -70,7 +70,7 @@ class MetricsLogger:
         elapsed = time.perf_counter() - self._started
         done = step - self._start_step
         pace = done / elapsed if elapsed > 0 else float("nan")
-        eta = (self.total_steps - step) / pace if pace and pace > 0 else float("nan")
+        eta = max(self.total_steps - step, 0) / pace if pace and pace > 0 else float("nan")
         ret = row.get("episode_return")
         parts = [
             f"step {step:>10,}/{self.total_steps:,} ({100.0 * step / self.total_steps:5.1f}%)",

@@ -37,6 +37,16 @@ def video_path(directory: Path, step: int, episode: int) -> Path:
     return path
 
 
+def _follow_robot(env: gym.Env) -> None:
+    """Keep the camera on the robot. Gymnasium renders rgb_array frames through a free camera that
+    stays where the episode started, so a running HalfCheetah leaves the frame within seconds; move
+    the camera's look-at point (x, y) to the root body, keeping the task's own height and angle."""
+    base = env.unwrapped
+    viewer = getattr(getattr(base, "mujoco_renderer", None), "viewer", None)
+    if viewer is not None and base.model.nbody > 1:
+        viewer.cam.lookat[:2] = base.data.xpos[1][:2]
+
+
 def _make_render_env(env_cfg, width: int, height: int) -> gym.Env:
     """A single env that renders rgb_array frames, falling back from EGL to OSMesa once."""
     errors = []
@@ -92,12 +102,14 @@ def record_videos(
             partial = path.with_name(f".{path.stem}.partial.mp4")
             obs, _ = env.reset(seed=seed + episode)
             with imageio.get_writer(partial, fps=fps, codec="libx264", macro_block_size=2, ffmpeg_log_level="error") as writer:
+                _follow_robot(env)
                 writer.append_data(env.render())
                 for _ in range(MAX_VIDEO_STEPS):
                     with torch.inference_mode():
                         obs_t = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=device)
                         action = policy.deterministic_action(obs_t).cpu().numpy()
                     obs, _, terminated, truncated, _ = env.step(action)
+                    _follow_robot(env)
                     writer.append_data(env.render())
                     if terminated or truncated:
                         break
