@@ -71,7 +71,8 @@ def test_resume_extends_total_steps_and_appends(tmp_path):
     assert state["step"] == 512 and state["config"]["total_steps"] == 512
 
 
-def test_sigint_finishes_update_checkpoints_and_prints_resume_command(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_finishes_update_checkpoints_and_prints_resume_command(tmp_path, sig):
     run = tmp_path / "int"
     proc = subprocess.Popen(
         [sys.executable, "-m", "ppo_control.train", "task=Hopper", "total_steps=1000000", *TINY, f"run_dir={run}"],
@@ -81,12 +82,32 @@ def test_sigint_finishes_update_checkpoints_and_prints_resume_command(tmp_path):
     while not (run / "metrics.jsonl").exists() or not rows(run):
         assert time.time() < deadline and proc.poll() is None
         time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert f"python -m ppo_control.train resume={run}" in out
     state = torch.load(run / "checkpoints" / "last.pt", weights_only=True)
     assert state["step"] == rows(run)[-1]["step"]  # the checkpoint is exactly where the metrics end
+
+
+def test_second_sigint_stops_at_once_and_keeps_the_last_checkpoint(tmp_path):
+    run = tmp_path / "twice"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ppo_control.train", "task=Hopper", "total_steps=1000000", "env.n_envs=2",
+         "ppo.rollout_steps=2048", "ppo.minibatches=4", "ppo.epochs=2", "checkpoint.save_last_seconds=0", f"run_dir={run}"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.time() + 120
+    while not (run / "checkpoints" / "last.pt").exists():  # long updates: the signals land mid-update
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted; the last checkpoint on disk is intact" in err and "Traceback" not in err
+    assert torch.load(run / "checkpoints" / "last.pt", weights_only=True)["step"] == 4096
 
 
 def test_sigkill_at_random_moments_always_leaves_a_resumable_run(tmp_path):

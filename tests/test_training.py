@@ -117,8 +117,10 @@ def test_default_run_dir_layout(tmp_path):
 
 def test_wandb_offline_run_records_the_metrics(tmp_path):
     run_dir = tmp_path / "wb"
-    train_in_process(run_dir, "task=InvertedPendulum", "total_steps=256", *TINY, "log.wandb=true", "log.wandb_mode=offline")
+    train_in_process(run_dir, "task=InvertedPendulum", "total_steps=256", *TINY, "log.wandb=true", "log.wandb_mode=offline",
+                     "eval.video=true", "eval.video_width=64", "eval.video_height=48", f"eval.video_dir={tmp_path / 'videos'}")
     (offline,) = (run_dir / "wandb").glob("offline-run-*")
+    assert len(list(offline.glob("files/media/videos/**/*.mp4"))) == 1  # the evaluation video went to wandb too
     (record,) = offline.glob("run-*.wandb")
     data = record.read_bytes()
     rows = read_metrics(run_dir)
