@@ -8,7 +8,7 @@ import random
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -22,15 +22,17 @@ class CheckpointError(UserError):
     """A checkpoint is missing, corrupt or not one of ours."""
 
 
-def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
-    """Write `state` so that `path` is always either the old complete file or the new complete one."""
+def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
+    """Produce `path` through `write(temp_path)` so that `path` is always either the old complete
+    file or the new complete one: temp file in the same directory (same suffix, for writers that go
+    by it), fsync, rename, fsync of the directory so the rename itself survives a crash."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f".partial{path.suffix}", dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save({"format_version": FORMAT_VERSION, **state}, f)
-            f.flush()
+        write(Path(tmp_name))
+        with open(tmp_name, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp_name, path)
     except BaseException:
@@ -38,9 +40,13 @@ def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
         raise
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
-        os.fsync(dir_fd)  # make the rename itself durable
+        os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
+    atomic_write(path, lambda tmp: torch.save({"format_version": FORMAT_VERSION, **state}, tmp))
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:

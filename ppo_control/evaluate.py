@@ -7,22 +7,12 @@ table and writes <run_dir>/eval.json. The checkpoint and its statistics are only
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from pathlib import Path
 
+from ppo_control.checkpoint import atomic_write
 from ppo_control.config import ConfigError, EvaluateArgs, parse_command_args
 from ppo_control.errors import UserError, run_cli
 
 EVAL_FILE = "eval.json"
-
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
 
 
 def main(argv: list[str]) -> None:
@@ -67,7 +57,7 @@ def main(argv: list[str]) -> None:
         "videos": videos,
     }
     try:
-        write_json_atomic(run.run_dir / EVAL_FILE, result)
+        atomic_write(run.run_dir / EVAL_FILE, lambda tmp: tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8"))
     except OSError as exc:
         raise UserError(f"cannot write {run.run_dir / EVAL_FILE}: {exc.strerror}") from None
 

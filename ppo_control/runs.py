@@ -14,7 +14,7 @@ from typing import IO, Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from ppo_control.checkpoint import CheckpointError, load_checkpoint
+from ppo_control.checkpoint import CheckpointError, atomic_write, load_checkpoint
 from ppo_control.envs import EnvInfo
 from ppo_control.errors import UserError
 from ppo_control.metrics import METRICS_FILE
@@ -60,9 +60,7 @@ def create_run_dir(run_dir: Path) -> Path:
 
 def write_config(run_dir: Path, cfg: DictConfig) -> None:
     """Write the fully resolved config (atomically: a resume rewrites it with the new total_steps)."""
-    tmp = run_dir / f".{CONFIG_FILE}.tmp"
-    OmegaConf.save(cfg, tmp, resolve=True)
-    os.replace(tmp, run_dir / CONFIG_FILE)
+    atomic_write(run_dir / CONFIG_FILE, lambda tmp: OmegaConf.save(cfg, tmp, resolve=True))
 
 
 LOCK_FILE = ".lock"
@@ -180,9 +178,7 @@ def truncate_metrics(run_dir: Path, step: int) -> int:
             keep.append(line if line.endswith("\n") else line + "\n")
     if len(keep) == len(lines) and all(l.endswith("\n") for l in lines):
         return 0
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(keep), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, lambda tmp: tmp.write_text("".join(keep), encoding="utf-8"))
     return len(lines) - len(keep)
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
+from ppo_control.checkpoint import atomic_write
 from ppo_control.envs import make_env_factory
 from ppo_control.errors import UserError
 from ppo_control.policy import ActorCritic
@@ -72,6 +73,23 @@ def _make_render_env(env_cfg, width: int, height: int) -> gym.Env:
     )
 
 
+def _record_episode(env: gym.Env, policy: ActorCritic, path: Path, seed: int, fps: int, device) -> None:
+    """One episode of the deterministic policy, frames streamed into the H.264 encoder."""
+    obs, _ = env.reset(seed=seed)
+    with imageio.get_writer(path, fps=fps, codec="libx264", macro_block_size=2, ffmpeg_log_level="error") as writer:
+        _follow_robot(env)
+        writer.append_data(env.render())
+        for _ in range(MAX_VIDEO_STEPS):
+            with torch.inference_mode():
+                obs_t = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=device)
+                action = policy.deterministic_action(obs_t).cpu().numpy()
+            obs, _, terminated, truncated, _ = env.step(action)
+            _follow_robot(env)
+            writer.append_data(env.render())
+            if terminated or truncated:
+                break
+
+
 def record_videos(
     policy: ActorCritic,
     env_cfg,
@@ -86,8 +104,8 @@ def record_videos(
 ) -> list[Path]:
     """Record `episodes` episodes of the deterministic policy; returns the mp4 paths.
 
-    Frames are streamed into the encoder (a 1000-step episode would not fit in memory as frames),
-    each file is written under a temporary name and renamed when complete.
+    Frames are streamed into the encoder (a 1000-step episode would not fit in memory as frames);
+    each file is written atomically, so a video on disk is always complete.
     """
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -99,21 +117,7 @@ def record_videos(
     try:
         for episode in range(episodes):
             path = video_path(directory, step, episode)
-            partial = path.with_name(f".{path.stem}.partial.mp4")
-            obs, _ = env.reset(seed=seed + episode)
-            with imageio.get_writer(partial, fps=fps, codec="libx264", macro_block_size=2, ffmpeg_log_level="error") as writer:
-                _follow_robot(env)
-                writer.append_data(env.render())
-                for _ in range(MAX_VIDEO_STEPS):
-                    with torch.inference_mode():
-                        obs_t = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=device)
-                        action = policy.deterministic_action(obs_t).cpu().numpy()
-                    obs, _, terminated, truncated, _ = env.step(action)
-                    _follow_robot(env)
-                    writer.append_data(env.render())
-                    if terminated or truncated:
-                        break
-            os.replace(partial, path)
+            atomic_write(path, lambda tmp: _record_episode(env, policy, tmp, seed + episode, fps, device))
             paths.append(path)
     finally:
         env.close()
