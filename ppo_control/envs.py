@@ -250,10 +250,6 @@ class GymnasiumVecEnv:
         self._episode_return[:] = state["episode_return"]
         self._episode_length[:] = state["episode_length"]
 
-    def render(self) -> np.ndarray:
-        """RGB frame of sub-env 0 (the env must have been made with render_mode='rgb_array')."""
-        return self.envs.envs[0].render()
-
     def close(self) -> None:
         if isinstance(self.envs, AsyncVectorEnv):
             with warnings.catch_warnings():  # gymnasium warns about the very worker we already reported

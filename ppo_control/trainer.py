@@ -65,6 +65,12 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def _all_finite(result) -> bool:
+    """Observations, rewards and (only where an episode ended, a separate array) final observations."""
+    finite = np.isfinite(result.obs).all() and np.isfinite(result.reward).all()
+    return finite and (result.final_obs is result.obs or np.isfinite(result.final_obs).all())
+
+
 def check_finite_parameters(policy: torch.nn.Module, update: int) -> None:
     for name, tensor in policy.state_dict().items():
         if tensor.is_floating_point() and not torch.isfinite(tensor).all():
@@ -274,7 +280,7 @@ class Trainer:
                 obs = torch.from_numpy(self.obs).to(device)
                 action, log_prob, value = policy.act(obs)
                 result = self.envs.step(action.cpu().numpy())
-                if not (np.isfinite(result.obs).all() and np.isfinite(result.reward).all() and np.isfinite(result.final_obs).all()):
+                if not _all_finite(result):
                     self._report_nonfinite_env(result, t)
 
                 storage.observations[t] = obs
