@@ -20,6 +20,8 @@ from ppo_control.errors import UserError
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = PROJECT_ROOT / "configs"
 TASKS_DIR = PROJECT_ROOT / "tasks"
+PRESETS_DIR = CONFIG_DIR / "presets"
+DEFAULT_PRESET = "fast"  # the task files' own (wall-clock tuned) settings: no preset file applied
 
 
 class ConfigError(UserError):
@@ -31,6 +33,7 @@ class EnvConfig:
     backend: str = MISSING
     n_envs: int = MISSING
     vectorization: str = MISSING
+    num_threads: int = MISSING
     id: Optional[str] = MISSING
     kwargs: Dict[str, Any] = MISSING
     max_episode_steps: Optional[int] = MISSING
@@ -99,9 +102,11 @@ class CheckpointConfig:
 @dataclass
 class TrainConfig:
     task: Optional[str] = MISSING
+    preset: str = MISSING
     seed: int = MISSING
     total_steps: int = MISSING
     device: str = MISSING
+    torch_threads: int = MISSING
     run_dir: Optional[str] = MISSING
     dist_timeout: float = MISSING
     resume: Optional[str] = MISSING
@@ -150,6 +155,10 @@ def available_tasks() -> list[str]:
     return sorted(p.stem for p in TASKS_DIR.glob("*.yaml"))
 
 
+def available_presets() -> list[str]:
+    return [DEFAULT_PRESET, *sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))]
+
+
 def parse_overrides(argv: list[str]) -> list[str]:
     """Check the shape of `key=value` arguments (OmegaConf dotlist syntax)."""
     for arg in argv:
@@ -169,6 +178,10 @@ def compose(overrides: list[str]) -> DictConfig:
     cfg = _merge(cfg, _load(lambda: OmegaConf.load(CONFIG_DIR / "train.yaml"), "configs/train.yaml"), "configs/train.yaml")
     task_file = _task_file(str(task))
     cfg = _merge(cfg, _load(lambda: OmegaConf.load(task_file), str(task_file)), str(task_file))
+    preset = str(cli.get("preset", cfg.preset))
+    if preset != DEFAULT_PRESET:  # a preset replaces the task's tuning; command-line overrides still win
+        preset_file = _preset_file(preset)
+        cfg = _merge(cfg, _load(lambda: OmegaConf.load(preset_file), str(preset_file)), str(preset_file))
     cfg = _merge(cfg, _coerce_integral_floats(cli, cfg), "command line")
     cfg.task = Path(str(task)).stem if str(task).endswith(".yaml") else str(task)
     validate(cfg)
@@ -176,7 +189,7 @@ def compose(overrides: list[str]) -> DictConfig:
 
 
 # What may change when a run is resumed: anything else would alter the optimization it continues.
-RESUME_CHANGEABLE = ("total_steps", "device", "dist_timeout", "eval.", "log.", "checkpoint.")
+RESUME_CHANGEABLE = ("total_steps", "device", "torch_threads", "dist_timeout", "env.num_threads", "eval.", "log.", "checkpoint.")
 
 
 def compose_resume(overrides: list[str], saved_config: dict, run_dir: str) -> DictConfig:
@@ -196,7 +209,7 @@ def compose_resume(overrides: list[str], saved_config: dict, run_dir: str) -> Di
         key = changed[0]
         raise ConfigError(
             f"cannot change {key} on resume ({before.get(key)!r} -> {after[key]!r}): it alters the optimization being "
-            f"continued; only total_steps, device, eval.*, log.* and checkpoint.* may change (start a new run instead)"
+            f"continued; only total_steps, device, torch_threads, env.num_threads, eval.*, log.* and checkpoint.* may change (start a new run instead)"
         )
     cfg.resume = str(run_dir)
     cfg.run_dir = str(run_dir)
@@ -229,6 +242,13 @@ def _task_file(task: str) -> Path:
         close = difflib.get_close_matches(task, available_tasks(), n=1)
         hint = f" Did you mean '{close[0]}'?" if close else ""
         raise ConfigError(f"unknown task '{task}'.{hint} Available tasks: {', '.join(available_tasks())}")
+    return path
+
+
+def _preset_file(preset: str) -> Path:
+    path = PRESETS_DIR / f"{preset}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"preset={preset!r} is not valid; choose one of: {', '.join(available_presets())}")
     return path
 
 
@@ -314,9 +334,12 @@ def validate(cfg: DictConfig) -> None:
     env, norm, pol, ppo = cfg.env, cfg.normalize, cfg.policy, cfg.ppo
     require(cfg.total_steps >= 1, "total_steps", ">= 1")
     require(cfg.seed >= 0, "seed", ">= 0")
+    require(cfg.torch_threads >= 0, "torch_threads", ">= 0 (0 = torch's default)")
     require(finite("dist_timeout") > 0, "dist_timeout", "> 0 (seconds)")
     require(env.id is not None and str(env.id).strip() != "", "env.id", "a Gymnasium id or package.module:EnvClass (set in the task file)")
     require(env.n_envs >= 1, "env.n_envs", ">= 1")
+    require(env.num_threads >= 0, "env.num_threads", ">= 0 (0 = one per CPU core)")
+    require(cfg.preset in available_presets(), "preset", f"one of {', '.join(available_presets())}")
     require(env.max_episode_steps is None or env.max_episode_steps >= 1, "env.max_episode_steps", "null or >= 1")
     require(finite("normalize.obs_clip") > 0, "normalize.obs_clip", "> 0")
     require(finite("normalize.reward_clip") > 0, "normalize.reward_clip", "> 0")
@@ -351,8 +374,6 @@ def validate(cfg: DictConfig) -> None:
     require(cfg.eval.video_width >= 16 and cfg.eval.video_width % 2 == 0, "eval.video_width", "an even number >= 16 (H.264 needs even sizes)")
     require(cfg.eval.video_height >= 16 and cfg.eval.video_height % 2 == 0, "eval.video_height", "an even number >= 16 (H.264 needs even sizes)")
     require(cfg.eval.video_fps is None or cfg.eval.video_fps >= 1, "eval.video_fps", "null (the env's rate) or >= 1")
-    if env.backend == "envpool":
-        raise ConfigError("env.backend=envpool is not available in this version yet; use env.backend=gymnasium")
 
 
 def parse_command_args(schema: type, argv: list[str], command: str) -> DictConfig:

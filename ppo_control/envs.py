@@ -1,14 +1,17 @@
 """Vectorized environments behind one small protocol (numpy in, numpy out; no torch here).
 
-Time limits are kept apart from terminations end to end: the Gymnasium vector env runs with
-`autoreset_mode=SAME_STEP`, so a step that ends an episode returns the first observation of the
-next episode *and* the real final observation (`final_obs`), which is what a truncated step
-bootstraps from. The default NEXT_STEP mode would instead insert one junk transition per episode.
+Time limits are kept apart from terminations end to end: a step that ends an episode returns the
+first observation of the next episode *and* the real final observation (`final_obs`), which is
+what a truncated step bootstraps from. The Gymnasium backend gets this from
+`autoreset_mode=SAME_STEP`; envpool only autoresets NEXT_STEP (the step after an episode ends
+ignores its action and returns the reset observation with reward 0), so its adapter resets the
+finished sub-envs explicitly within the same step. Either way no transition spans a reset.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import time
 import warnings
@@ -153,6 +156,21 @@ def check_env_id(env_id: str) -> None:
         raise UserError(f"env.id '{env_id}' is not a registered Gymnasium id ({exc}); use e.g. HalfCheetah-v5 or package.module:EnvClass") from None
 
 
+def _env_info(envs, max_episode_steps: int | None) -> EnvInfo:
+    """Spaces of a vector env as EnvInfo; anything but Box observations and actions is refused."""
+    obs_space, act_space = envs.single_observation_space, envs.single_action_space
+    if not isinstance(obs_space, gym.spaces.Box) or not isinstance(act_space, gym.spaces.Box):
+        envs.close()
+        raise UserError(f"ppo_control needs Box observation and action spaces; got {obs_space} and {act_space}")
+    return EnvInfo(
+        obs_dim=int(np.prod(obs_space.shape)),
+        action_dim=int(np.prod(act_space.shape)),
+        action_low=act_space.low.astype(np.float32).reshape(-1),
+        action_high=act_space.high.astype(np.float32).reshape(-1),
+        max_episode_steps=max_episode_steps,
+    )
+
+
 class GymnasiumVecEnv:
     """Gymnasium sync/async vector env with SAME_STEP autoreset, action clipping and episode statistics."""
 
@@ -168,26 +186,14 @@ class GymnasiumVecEnv:
         except Exception as exc:  # env constructors raise anything; report it as one line
             raise UserError(f"cannot create the environment: {type(exc).__name__}: {exc}") from None
         self.num_envs = num_envs
-        obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
-        if not isinstance(obs_space, gym.spaces.Box) or not isinstance(act_space, gym.spaces.Box):
-            self.envs.close()
-            raise UserError(f"ppo_control needs Box observation and action spaces; got {obs_space} and {act_space}")
         spec = self.envs.envs[0].spec if isinstance(self.envs, SyncVectorEnv) else None
-        self.info = EnvInfo(
-            obs_dim=int(np.prod(obs_space.shape)),
-            action_dim=int(np.prod(act_space.shape)),
-            action_low=act_space.low.astype(np.float32).reshape(-1),
-            action_high=act_space.high.astype(np.float32).reshape(-1),
-            max_episode_steps=spec.max_episode_steps if spec is not None else None,
-        )
-        self._episode_return = np.zeros(num_envs, dtype=np.float64)
-        self._episode_length = np.zeros(num_envs, dtype=np.int64)
+        self.info = _env_info(self.envs, spec.max_episode_steps if spec is not None else None)
+        self._episodes = _EpisodeTracker(num_envs)
 
     def reset(self, seed: int) -> np.ndarray:
         """Reset every sub-env; sub-env i is seeded with seed + i."""
         obs, _ = self.envs.reset(seed=[seed + i for i in range(self.num_envs)])
-        self._episode_return[:] = 0.0
-        self._episode_length[:] = 0
+        self._episodes.clear()
         return self._as_batch(obs)
 
     def step(self, actions: np.ndarray) -> StepResult:
@@ -203,21 +209,13 @@ class GymnasiumVecEnv:
         terminated = np.asarray(terminated, dtype=bool)
         truncated = np.asarray(truncated, dtype=bool)
 
-        self._episode_return += reward
-        self._episode_length += 1
-        done = terminated | truncated
+        ended = np.flatnonzero(terminated | truncated)
         final_obs = obs
-        if done.any():
-            ended = np.flatnonzero(done)
+        if len(ended):
             final_obs = obs.copy()
             for i in ended:
                 final_obs[i] = np.asarray(infos["final_obs"][i], dtype=np.float32).reshape(-1)
-            episode_returns = self._episode_return[ended].copy()
-            episode_lengths = self._episode_length[ended].copy()
-            self._episode_return[ended] = 0.0
-            self._episode_length[ended] = 0
-        else:
-            episode_returns = episode_lengths = np.empty(0)
+        episode_returns, episode_lengths = self._episodes.add(reward, ended)
         return StepResult(obs, reward, terminated, truncated, final_obs, episode_returns, episode_lengths)
 
     def _describe_worker_failure(self, exc: Exception) -> str:
@@ -238,8 +236,8 @@ class GymnasiumVecEnv:
             return None
         return {
             "sub_envs": list(sub_states),
-            "episode_return": self._episode_return.copy(),
-            "episode_length": self._episode_length.copy(),
+            "episode_return": self._episodes.returns.copy(),
+            "episode_length": self._episodes.lengths.copy(),
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -247,8 +245,8 @@ class GymnasiumVecEnv:
         if len(state["sub_envs"]) != self.num_envs:
             raise UserError(f"saved env state has {len(state['sub_envs'])} sub-envs, this run has {self.num_envs}")
         self.envs.set_attr("sim_state", list(state["sub_envs"]))
-        self._episode_return[:] = state["episode_return"]
-        self._episode_length[:] = state["episode_length"]
+        self._episodes.returns[:] = state["episode_return"]
+        self._episodes.lengths[:] = state["episode_length"]
 
     def close(self) -> None:
         if isinstance(self.envs, AsyncVectorEnv):
@@ -262,10 +260,126 @@ class GymnasiumVecEnv:
         return np.asarray(obs, dtype=np.float32).reshape(self.num_envs, -1)
 
 
-def make_vec_env(env_cfg, num_envs: int | None = None, render_mode: str | None = None) -> VecEnv:
-    """Build the configured vector env (`env_cfg` is the `env` section of the run config)."""
-    check_env_id(str(env_cfg.id))
+class _EpisodeTracker:
+    """Raw (unscaled) return and length of every sub-env's current episode."""
+
+    def __init__(self, num_envs: int):
+        self.returns = np.zeros(num_envs, dtype=np.float64)
+        self.lengths = np.zeros(num_envs, dtype=np.int64)
+
+    def clear(self) -> None:
+        self.returns[:] = 0.0
+        self.lengths[:] = 0
+
+    def add(self, reward: np.ndarray, ended: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Count one step; return the (returns, lengths) of the sub-envs in `ended`, and restart them."""
+        self.returns += reward
+        self.lengths += 1
+        if not len(ended):
+            return np.empty(0), np.empty(0)
+        finished = self.returns[ended].copy(), self.lengths[ended].copy()
+        self.returns[ended] = 0.0
+        self.lengths[ended] = 0
+        return finished
+
+
+class EnvpoolVecEnv:
+    """envpool's C++ thread pool (sync mode: every step steps all sub-envs), same protocol and
+    semantics as GymnasiumVecEnv. Sub-env i is seeded with seed + i, as with Gymnasium; envpool
+    fixes seeds at construction, so a reset with a new seed rebuilds the pool.
+
+    envpool cannot save or restore a sub-env's state: a resumed run starts new episodes.
+    """
+
+    def __init__(self, env_id: str, num_envs: int, num_threads: int, kwargs: dict[str, Any], max_episode_steps: int | None):
+        import envpool
+
+        self._make = lambda seed: envpool.make_gymnasium(
+            env_id, num_envs=num_envs, batch_size=num_envs, num_threads=num_threads, seed=seed,
+            **({} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}), **kwargs,
+        )
+        self._seed = 0
+        self.envs = self._make(self._seed)
+        self.num_envs = num_envs
+        self.info = _env_info(self.envs, int(self.envs.config["max_episode_steps"]))
+        self._episodes = _EpisodeTracker(num_envs)
+
+    def reset(self, seed: int) -> np.ndarray:
+        """Reset every sub-env; sub-env i is seeded with seed + i."""
+        if seed != self._seed:
+            self.envs.close()
+            self.envs, self._seed = self._make(seed), seed
+        obs, _ = self.envs.reset()
+        self._episodes.clear()
+        return self._as_batch(obs)
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        clipped = np.clip(actions, self.info.action_low, self.info.action_high).astype(np.float64)
+        obs, reward, terminated, truncated, _ = self.envs.step(clipped)
+        obs = self._as_batch(obs)
+        reward = np.asarray(reward, dtype=np.float32)
+        terminated = np.asarray(terminated, dtype=bool)
+        truncated = np.asarray(truncated, dtype=bool)
+        ended = np.flatnonzero(terminated | truncated)
+        final_obs = obs
+        if len(ended):
+            # Reset now rather than let envpool do it on the next step (which would drop that
+            # step's action and return a zero reward): the next step is a real one.
+            final_obs = obs.copy()
+            reset_obs, reset_info = self.envs.reset(ended.astype(np.int32))
+            obs[reset_info["env_id"]] = self._as_batch(reset_obs, len(ended))
+        episode_returns, episode_lengths = self._episodes.add(reward, ended)
+        return StepResult(obs, reward, terminated, truncated, final_obs, episode_returns, episode_lengths)
+
+    def get_state(self) -> None:
+        return None  # envpool has no state capture
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        raise UserError("the envpool backend cannot restore sub-env states; resume with env.backend=gymnasium")
+
+    def close(self) -> None:
+        self.envs.close()
+
+    def _as_batch(self, obs: np.ndarray, n: int | None = None) -> np.ndarray:
+        return np.asarray(obs, dtype=np.float32).reshape(self.num_envs if n is None else n, -1)
+
+
+def envpool_unavailable_reason(env_id: str, kwargs: dict[str, Any]) -> str | None:
+    """Why the envpool backend cannot run `env_id` (None when it can)."""
+    try:
+        import envpool
+    except ImportError:
+        return "envpool is not installed (pip install envpool)"
+    if env_id not in envpool.list_all_envs():
+        return f"envpool has no '{env_id}' (it provides the MuJoCo v5 tasks, e.g. HalfCheetah-v5)"
+    try:
+        envpool.make_spec(env_id, **kwargs)
+    except TypeError as exc:  # envpool names its options after Gymnasium's, but not all of them
+        return f"envpool's {env_id} does not accept env.kwargs {sorted(kwargs)} ({exc})"
+    return None
+
+
+def default_num_threads() -> int:
+    """One envpool worker per core this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def make_vec_env(env_cfg, num_envs: int | None = None, render_mode: str | None = None, backend: str | None = None) -> VecEnv:
+    """Build the configured vector env (`env_cfg` is the `env` section of the run config).
+
+    `backend` overrides env_cfg.backend (evaluation and videos always use Gymnasium). When envpool
+    cannot run the task, this says why on stderr and falls back to Gymnasium.
+    """
+    env_id = str(env_cfg.id)
+    check_env_id(env_id)
     kwargs = OmegaConf.to_container(env_cfg.kwargs) if env_cfg.kwargs else {}
-    factory = make_env_factory(str(env_cfg.id), kwargs, env_cfg.max_episode_steps, render_mode)
     n = env_cfg.n_envs if num_envs is None else num_envs
+    backend = backend or env_cfg.backend
+    if backend == "envpool" and render_mode is None:
+        reason = envpool_unavailable_reason(env_id, kwargs)
+        if reason is None:
+            threads = env_cfg.num_threads or default_num_threads()
+            return EnvpoolVecEnv(env_id, n, min(threads, n), kwargs, env_cfg.max_episode_steps)
+        print(f"env.backend=envpool: {reason}; using the gymnasium backend instead", file=sys.stderr, flush=True)
+    factory = make_env_factory(env_id, kwargs, env_cfg.max_episode_steps, render_mode)
     return GymnasiumVecEnv(factory, n, env_cfg.vectorization)

@@ -14,8 +14,9 @@ EVAL_SEED_OFFSET = 1_000_000  # evaluation envs never share seeds with training 
 
 
 def make_eval_envs(env_cfg, episodes: int) -> VecEnv:
-    """The evaluation env layout, shared by training-time and `evaluate` runs so their numbers agree."""
-    return make_vec_env(env_cfg, num_envs=min(episodes, MAX_EVAL_ENVS))
+    """The evaluation env layout, shared by training-time and `evaluate` runs so their numbers agree.
+    Always Gymnasium, whatever backend trained the policy: the reference implementation of the task."""
+    return make_vec_env(env_cfg, num_envs=min(episodes, MAX_EVAL_ENVS), backend="gymnasium")
 
 
 def evaluate_policy(

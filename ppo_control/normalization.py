@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -55,28 +56,42 @@ class RewardScaler:
 
     This is the return-based scaling of Engstrom et al. (2020): G <- gamma * G + r per env,
     the std of G is tracked over all envs and steps, G is reset when an episode ends.
+    It runs once per env step on a few dozen numbers, so it is numpy (float64): torch's per-op
+    overhead would cost more than the arithmetic. The state_dict is tensors, for checkpoints.
     """
 
     def __init__(self, num_envs: int, gamma: float, clip: float, enabled: bool = True, epsilon: float = 1e-8):
         self.gamma = gamma
         self.clip = clip
         self.enabled = enabled
-        self.returns = torch.zeros(num_envs, dtype=torch.float64)
-        self.return_stats = RunningMeanStd(shape=(), epsilon=epsilon)
+        self.epsilon = epsilon
+        self.returns = np.zeros(num_envs, dtype=np.float64)
+        self.mean, self.var, self.count = 0.0, 1.0, 0.0
 
-    def __call__(self, reward: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+    def __call__(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
         """Scale one step's rewards [n_envs]; `done` marks envs whose episode ended at this step."""
         if not self.enabled:
             return reward
-        self.returns = self.returns * self.gamma + reward.to(torch.float64)
-        self.return_stats.update(self.returns)
-        scaled = reward / torch.sqrt(self.return_stats.var + self.return_stats.epsilon).to(reward.dtype)
+        self.returns = self.returns * self.gamma + reward
+        self._merge(self.returns.mean(), self.returns.var(), self.returns.size)
+        scaled = reward / np.sqrt(self.var + self.epsilon)
         self.returns[done] = 0.0
-        return torch.clamp(scaled, -self.clip, self.clip)
+        return np.clip(scaled, -self.clip, self.clip).astype(reward.dtype, copy=False)
+
+    def _merge(self, batch_mean: float, batch_var: float, batch_count: int) -> None:
+        """Chan et al.'s parallel update, as RunningMeanStd.merge."""
+        total = self.count + batch_count
+        delta = batch_mean - self.mean
+        m2 = self.var * self.count + batch_var * batch_count + delta * delta * (self.count * batch_count / total)
+        self.mean += delta * batch_count / total
+        self.var = m2 / total
+        self.count = total
 
     def state_dict(self) -> dict[str, torch.Tensor]:
-        return {"returns": self.returns.clone(), **{f"stats.{k}": v.clone() for k, v in self.return_stats.state_dict().items()}}
+        scalar = lambda value: torch.tensor(value, dtype=torch.float64)  # noqa: E731
+        return {"returns": torch.from_numpy(self.returns.copy()),
+                "stats.mean": scalar(self.mean), "stats.var": scalar(self.var), "stats.count": scalar(self.count)}
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        self.returns = state["returns"].clone().to(torch.float64)
-        self.return_stats.load_state_dict({k.removeprefix("stats."): v for k, v in state.items() if k.startswith("stats.")})
+        self.returns = state["returns"].to(torch.float64).numpy().copy()
+        self.mean, self.var, self.count = (float(state[f"stats.{key}"]) for key in ("mean", "var", "count"))

@@ -119,7 +119,10 @@ def ppo_update(
     value_clip = hp.clip_range if hp.clip_value_loss else None
     params = [p for p in policy.parameters() if p.requires_grad]
 
-    totals = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clip_fraction": 0.0}
+    # Diagnostics are summed as tensors and read once at the end: no host sync per minibatch for
+    # them (on a GPU each float() would stall the pipeline).
+    stat_names = ("policy_loss", "value_loss", "entropy", "clip_fraction", "approx_kl")
+    totals = torch.zeros(len(stat_names), device=batch.obs.device)
     grad_norm_total, minibatches_seen, steps_taken, epochs_run, stopped_early = 0.0, 0, 0, 0, False
     for _epoch in range(hp.epochs):
         epochs_run += 1
@@ -140,10 +143,8 @@ def ppo_update(
 
             with torch.no_grad():
                 kl = approx_kl(log_ratio)
-                totals["policy_loss"] += float(policy_loss)
-                totals["value_loss"] += float(v_loss)
-                totals["entropy"] += float(entropy_mean)
-                totals["clip_fraction"] += float(((ratio - 1.0).abs() > hp.clip_range).float().mean())
+                clip_fraction = ((ratio - 1.0).abs() > hp.clip_range).float().mean()
+                totals[:4] += torch.stack([policy_loss, v_loss, entropy_mean, clip_fraction])
             minibatches_seen += 1
             if not torch.isfinite(loss):
                 raise NonFiniteError(
@@ -155,7 +156,7 @@ def ppo_update(
             # One all-reduce carries the gradients and this minibatch's KL, so every rank sees the
             # same averaged KL and stops (or steps) together. Single process: a no-op.
             kl = sync.average_gradients(params, kl.detach().reshape(1))[0]
-            totals["approx_kl"] += float(kl)
+            totals[4] += kl
             if kl_limit is not None and float(kl) > kl_limit:
                 stopped_early = True
                 break
@@ -169,7 +170,7 @@ def ppo_update(
         if stopped_early:
             break
 
-    stats = {key: value / minibatches_seen for key, value in totals.items()}
+    stats = {key: float(value) / minibatches_seen for key, value in zip(stat_names, totals.tolist())}
     stats["grad_norm"] = grad_norm_total / steps_taken if steps_taken else 0.0
     stats["epochs_run"] = epochs_run
     stats["optimizer_steps"] = steps_taken

@@ -11,25 +11,27 @@ class RolloutStorage:
     `observations` holds the raw observations the policy acted on; the trainer normalizes the whole
     batch once, with the same frozen statistics the policy used while acting.
     `truncation_values[t, i]` is V(final observation) where env i was truncated at step t (else 0).
+    What the envs hand back (rewards, terminated, truncated) is numpy: it is written every step
+    through zero-copy numpy views of CPU tensors and moved to `device` once per rollout.
     """
 
     def __init__(self, num_steps: int, num_envs: int, obs_dim: int, action_dim: int, device: torch.device | str = "cpu"):
-        self.num_steps, self.num_envs = num_steps, num_envs
+        self.num_steps, self.num_envs, self.device = num_steps, num_envs, device
         shape = (num_steps, num_envs)
         self.observations = torch.zeros(*shape, obs_dim, device=device)
         self.actions = torch.zeros(*shape, action_dim, device=device)
         self.log_probs = torch.zeros(shape, device=device)
         self.values = torch.zeros(shape, device=device)
-        self.rewards = torch.zeros(shape, device=device)
-        self.terminated = torch.zeros(shape, dtype=torch.bool, device=device)
-        self.truncated = torch.zeros(shape, dtype=torch.bool, device=device)
         self.truncation_values = torch.zeros(shape, device=device)
+        self.rewards = torch.zeros(shape)
+        self.terminated = torch.zeros(shape, dtype=torch.bool)
+        self.truncated = torch.zeros(shape, dtype=torch.bool)
+        self.rewards_np, self.terminated_np, self.truncated_np = self.rewards.numpy(), self.terminated.numpy(), self.truncated.numpy()
 
     def compute_advantages(self, last_values: torch.Tensor, gamma: float, gae_lambda: float) -> tuple[torch.Tensor, torch.Tensor]:
         """(advantages, returns) for the stored rollout; `last_values` = V(obs after the last step)."""
-        return compute_gae(
-            self.rewards, self.values, last_values, self.terminated, self.truncated, self.truncation_values, gamma, gae_lambda
-        )
+        rewards, terminated, truncated = (x.to(self.device) for x in (self.rewards, self.terminated, self.truncated))
+        return compute_gae(rewards, self.values, last_values, terminated, truncated, self.truncation_values, gamma, gae_lambda)
 
 
 def compute_gae(

@@ -94,6 +94,8 @@ class Trainer:
         if resume_state is None:
             self._on_main_then_share(lambda: claim_run_dir(cfg))
             cfg.run_dir = self.dist.broadcast_object(cfg.run_dir)  # rank 0's timestamp names the run
+        if cfg.torch_threads:
+            torch.set_num_threads(cfg.torch_threads)
         torch.manual_seed(cfg.seed)  # identical initial weights on every rank
         np.random.seed(cfg.seed)
         self.generator = torch.Generator().manual_seed(cfg.seed + self.dist.rank)  # minibatch shuffling
@@ -287,11 +289,9 @@ class Trainer:
                 storage.actions[t] = action
                 storage.log_probs[t] = log_prob
                 storage.values[t] = value
-                terminated = torch.from_numpy(result.terminated)
-                truncated = torch.from_numpy(result.truncated)
-                storage.rewards[t] = self.reward_scaler(torch.from_numpy(result.reward), terminated | truncated).to(device)
-                storage.terminated[t] = terminated.to(device)
-                storage.truncated[t] = truncated.to(device)
+                storage.rewards_np[t] = self.reward_scaler(result.reward, result.terminated | result.truncated)
+                storage.terminated_np[t] = result.terminated
+                storage.truncated_np[t] = result.truncated
                 if result.truncated.any():
                     index = np.flatnonzero(result.truncated)
                     final_obs = torch.from_numpy(result.final_obs[index]).to(device)

@@ -87,3 +87,19 @@ def test_unknown_env_id_is_a_clear_error(tmp_path):
 def test_compose_raises_config_error_in_process():
     with pytest.raises(ConfigError, match="ppo.epochs"):
         compose(["task=Hopper", "ppo.epochs=0"])
+
+
+def test_paper_preset_replaces_the_task_tuning_and_the_command_line_still_wins():
+    paper = compose(["task=HalfCheetah", "preset=paper"])
+    assert paper.preset == "paper"
+    assert (paper.env.n_envs, paper.ppo.rollout_steps, paper.ppo.epochs, paper.ppo.minibatches) == (1, 2048, 10, 32)
+    assert (paper.ppo.learning_rate, paper.ppo.lr_schedule, list(paper.policy.hidden_sizes), paper.policy.activation) == (3e-4, "linear", [64, 64], "tanh")
+    assert paper.ppo.target_kl is None and paper.env.id == "HalfCheetah-v5"
+    assert compose(["task=HalfCheetah", "preset=paper", "ppo.epochs=3"]).ppo.epochs == 3
+    assert compose(["task=HalfCheetah"]).preset == "fast"
+
+
+def test_unknown_preset_is_one_line_exit_2():
+    result = run_module("ppo_control.train", "task=HalfCheetah", "preset=fastest")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == ["error: preset='fastest' is not valid; choose one of: fast, paper"]

@@ -89,3 +89,103 @@ def test_async_vectorization_matches_sync():
 def test_bad_ids_raise_user_errors(bad_id):
     with pytest.raises(UserError, match="env.id"):
         make_vec_env(env_cfg(id=bad_id))
+
+
+# ---------------------------------------------------------------------------------------------
+# envpool backend: same protocol, same semantics, same dynamics as Gymnasium.
+
+def envpool_cfg(**overrides):
+    return env_cfg(**{"backend": "envpool", "num_threads": 1, **overrides})
+
+
+# Tasks whose observation is (qpos without the first `skip` coordinates, qvel): the full state can
+# be rebuilt from an envpool observation and set in the Gymnasium env (the skipped x/y positions
+# do not enter the reward, which uses their velocity).
+PARITY_TASKS = {"HalfCheetah-v5": 1, "Hopper-v5": 1, "Walker2d-v5": 1, "Swimmer-v5": 2, "InvertedPendulum-v5": 0}
+
+
+@pytest.mark.parametrize("env_id", sorted(PARITY_TASKS))
+def test_envpool_matches_gymnasium_dynamics(env_id):
+    pool = make_vec_env(envpool_cfg(id=env_id, n_envs=1))
+    reference = gym.make(env_id)
+    assert type(pool).__name__ == "EnvpoolVecEnv"
+    assert pool.info.obs_dim == reference.observation_space.shape[0]
+    assert pool.info.action_dim == reference.action_space.shape[0]
+    np.testing.assert_array_equal(pool.info.action_low, reference.action_space.low)
+    np.testing.assert_array_equal(pool.info.action_high, reference.action_space.high)
+    assert pool.info.max_episode_steps == reference.spec.max_episode_steps == 1000
+
+    obs = pool.reset(seed=3)
+    reference.reset(seed=0)
+    skip, model = PARITY_TASKS[env_id], reference.unwrapped.model
+    reference.unwrapped.set_state(np.concatenate([np.zeros(skip), obs[0, : model.nq - skip]]), obs[0, model.nq - skip:])
+    rng = np.random.default_rng(0)
+    for t in range(10):
+        high = reference.action_space.high
+        action = (rng.uniform(-1.5, 1.5, size=(1, pool.info.action_dim)) * high).astype(np.float32)  # clipping too
+        result = pool.step(action)
+        ref_obs, ref_reward, ref_terminated, _, _ = reference.step(np.clip(action[0], -high, high))
+        np.testing.assert_allclose(result.final_obs[0], ref_obs, atol=2e-4, err_msg=f"step {t}")
+        assert result.reward[0] == pytest.approx(ref_reward, abs=1e-4)
+        assert bool(result.terminated[0]) == ref_terminated
+        if ref_terminated:
+            break
+    pool.close()
+    reference.close()
+
+
+def test_envpool_truncation_resets_in_the_same_step():
+    envs = make_vec_env(envpool_cfg(id="Hopper-v5", n_envs=3, max_episode_steps=4))
+    obs = envs.reset(seed=0)
+    zero = np.zeros((3, 3), dtype=np.float32)
+    for _ in range(3):
+        result = envs.step(zero)
+        assert not (result.terminated | result.truncated).any() and (result.final_obs == result.obs).all()
+    result = envs.step(zero)
+    assert result.truncated.all() and not result.terminated.any()
+    assert result.episode_lengths.tolist() == [4, 4, 4]
+    assert not np.allclose(result.final_obs, result.obs)  # final: the 4th step's obs; obs: a fresh start
+    np.testing.assert_allclose(result.obs[:, 0], 1.25, atol=0.01)  # the reset height (+-noise)
+    # The step after the reset is a real step: envpool's own NEXT_STEP autoreset would instead
+    # drop this action and return reward 0.
+    after = envs.step(zero)
+    assert (after.reward > 0.5).all() and not (after.terminated | after.truncated).any()
+    envs.close()
+
+
+def test_envpool_termination_keeps_the_fallen_final_observation():
+    envs = make_vec_env(envpool_cfg(id="Hopper-v5", n_envs=2))
+    envs.reset(seed=0)
+    push = np.ones((2, 3), dtype=np.float32)
+    for _ in range(200):
+        result = envs.step(push)
+        if result.terminated.any():
+            break
+    assert result.terminated.any() and not result.truncated.any()
+    i = int(np.flatnonzero(result.terminated)[0])
+    height, angle = result.final_obs[i, 0], result.final_obs[i, 1]
+    assert height < 0.7 or abs(angle) > 0.2  # Hopper's unhealthy region: the hopper has fallen
+    assert result.obs[i, 0] == pytest.approx(1.25, abs=0.01)  # while obs is the next episode's start
+    assert len(result.episode_lengths) == result.terminated.sum() and (result.episode_lengths > 1).all()
+    envs.close()
+
+
+def test_envpool_falls_back_to_gymnasium_with_a_message(capsys):
+    envs = make_vec_env(envpool_cfg(id="tests.nan_env:NaNAfterEnv", max_episode_steps=50))
+    assert type(envs).__name__ == "GymnasiumVecEnv"
+    assert "envpool has no 'tests.nan_env:NaNAfterEnv'" in capsys.readouterr().err
+    envs.close()
+    envs = make_vec_env(envpool_cfg(id="Hopper-v5", kwargs={"default_camera_config": {}}))
+    assert type(envs).__name__ == "GymnasiumVecEnv"
+    assert "does not accept env.kwargs ['default_camera_config']" in capsys.readouterr().err
+    envs.close()
+
+
+def test_envpool_reset_seeds_like_gymnasium_and_repeats():
+    first = make_vec_env(envpool_cfg(id="Hopper-v5", n_envs=2))
+    a = first.reset(seed=5)
+    b = first.reset(seed=6)
+    again = first.reset(seed=5)
+    np.testing.assert_array_equal(a, again)
+    np.testing.assert_array_equal(a[1], b[0])  # sub-env i is seeded with seed + i
+    first.close()

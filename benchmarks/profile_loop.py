@@ -1,0 +1,72 @@
+"""Where one training update's wall-clock goes: env stepping, policy inference + storage, GAE +
+batch, and the PPO update, for any config (same overrides as `ppo_control.train`).
+
+    python benchmarks/profile_loop.py task=HalfCheetah [updates=10] [key=value ...]
+
+The first update is a warm-up and is not counted. Env time is measured inside the VecEnv's step;
+"collect (rest)" is everything else in the rollout loop (inference, clipping, storage, reward
+scaling). Prints a table of seconds per update and per 1,000 steps.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from collections import defaultdict
+
+import torch
+
+from ppo_control.config import compose
+from ppo_control.ppo import ppo_update
+from ppo_control.trainer import Trainer
+
+
+def main(argv: list[str]) -> None:
+    updates = 10
+    overrides = []
+    for arg in argv:
+        if arg.startswith("updates="):
+            updates = int(arg.split("=", 1)[1])
+        else:
+            overrides.append(arg)
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = compose([*overrides, f"run_dir={tmp}/run", "eval.every_steps=0", "checkpoint.every_steps=0"])
+        trainer = Trainer(cfg)
+        timings: dict[str, float] = defaultdict(float)
+        env_step = trainer.envs.step
+
+        def timed_step(actions):
+            started = time.perf_counter()
+            result = env_step(actions)
+            timings["env step"] += time.perf_counter() - started
+            return result
+
+        trainer.envs.step = timed_step
+        for update in range(updates + 1):
+            if update == 1:
+                timings.clear()
+            t0 = time.perf_counter()
+            trainer._collect_rollout()
+            t1 = time.perf_counter()
+            batch = trainer._build_batch()
+            t2 = time.perf_counter()
+            ppo_update(trainer.policy, trainer.optimizer, batch, cfg.ppo, trainer.generator, trainer.dist)
+            t3 = time.perf_counter()
+            timings["collect (total)"] += t1 - t0
+            timings["gae + batch"] += t2 - t1
+            timings["ppo update"] += t3 - t2
+        trainer.close()
+    steps = cfg.env.n_envs * cfg.ppo.rollout_steps
+    timings["collect (rest)"] = timings["collect (total)"] - timings["env step"]
+    total = timings["collect (total)"] + timings["gae + batch"] + timings["ppo update"]
+    print(f"{cfg.task}: {cfg.env.backend} x{cfg.env.n_envs}, batch {steps}, {cfg.ppo.epochs} epochs x {cfg.ppo.minibatches} "
+          f"minibatches, torch threads {torch.get_num_threads()}; {updates} updates")
+    print(f"| phase | s/update | s per 1k steps | share |\n|---|---|---|---|")
+    for name in ("env step", "collect (rest)", "gae + batch", "ppo update"):
+        print(f"| {name} | {timings[name] / updates:.3f} | {timings[name] / updates / steps * 1000:.4f} | {timings[name] / total:.0%} |")
+    print(f"steps/s (without evaluation or checkpoints): {steps * updates / total:,.0f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
