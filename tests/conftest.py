@@ -9,8 +9,10 @@ ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("WANDB_SILENT", "true")
 
-# Small, fast settings shared by the tests that train for a few updates.
+# Small, fast settings shared by the tests that train for a few updates. Gymnasium backend: its
+# runs resume bit-exactly, which many tests rely on; envpool has tests of its own.
 TINY = [
+    "env.backend=gymnasium",
     "env.n_envs=2",
     "ppo.rollout_steps=64",
     "ppo.epochs=2",

@@ -71,6 +71,16 @@ def test_resume_extends_total_steps_and_appends(tmp_path):
     assert state["step"] == 512 and state["config"]["total_steps"] == 512
 
 
+def test_envpool_run_resumes_with_new_episodes_and_says_so(tmp_path):
+    run = tmp_path / "pool"
+    first = run_module("ppo_control.train", "task=InvertedPendulum", "total_steps=256", *TINY, "env.backend=envpool", f"run_dir={run}")
+    assert first.returncode == 0, first.stderr
+    again = run_module("ppo_control.train", f"resume={run}", "total_steps=512")
+    assert again.returncode == 0, again.stderr
+    assert "cannot save its state; every sub-env starts a new episode" in again.stdout
+    assert [r["step"] for r in rows(run)] == [128, 256, 384, 512]
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_finishes_update_checkpoints_and_prints_resume_command(tmp_path, sig):
     run = tmp_path / "int"

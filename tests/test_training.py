@@ -77,12 +77,14 @@ def test_same_seed_same_metrics(tmp_path):
     assert other != rows[0]
 
 
-def test_truncated_steps_bootstrap_from_final_observation_value(tmp_path):
+@pytest.mark.parametrize("backend", ["gymnasium", "envpool"])
+def test_truncated_steps_bootstrap_from_final_observation_value(tmp_path, backend):
     from ppo_control.config import compose
     from ppo_control.trainer import Trainer
 
-    cfg = compose(["task=InvertedPendulum", *TINY, "env.max_episode_steps=5", f"run_dir={tmp_path / 't'}"])
+    cfg = compose(["task=InvertedPendulum", *TINY, "env.max_episode_steps=5", f"env.backend={backend}", f"run_dir={tmp_path / 't'}"])
     trainer = Trainer(cfg)
+    assert type(trainer.envs).__name__ == {"gymnasium": "GymnasiumVecEnv", "envpool": "EnvpoolVecEnv"}[backend]
     try:
         trainer._collect_rollout()
         storage = trainer.storage

@@ -1,0 +1,366 @@
+"""python -m ppo_control.plot <run_dir or parent dir> [more dirs ...] [x=steps|time] [out=<path>.png]
+
+Learning curves from runs' metrics.jsonl: mean +- std over seeds of the training episode return and
+of the deterministic evaluation return, one subplot per task. A single run also gets a diagnostics
+figure (approx KL, clip fraction, entropy, explained variance, learning rate, steps/s). Headless:
+figures are drawn with matplotlib's Figure API (Agg), never pyplot, so importing this module does
+not touch a caller's matplotlib backend.
+
+Run discovery, grouping and the wall-clock timeline live here too; benchmark.py reuses them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from ppo_control.config import RESUME_CHANGEABLE, ConfigError, parse_command_args
+from ppo_control.errors import UserError, run_cli
+from ppo_control.metrics import METRICS_FILE
+
+CONFIG_FILE = "config.yaml"  # as runs.CONFIG_FILE; runs.py is not imported because it pulls in torch
+X_AXES = ("steps", "time")
+DIAGNOSTICS = ("approx_kl", "clip_fraction", "entropy", "explained_variance", "learning_rate", "sps")
+# A gap between two metrics rows this much longer than the later update itself is a stop and a
+# resume (the process was not running), not an evaluation or checkpoint between two updates.
+MAX_PAUSE_S = 300.0
+# Keys that never make two runs different experiments: per-seed identity, plus what a resume may
+# change (config.RESUME_CHANGEABLE: total_steps, device, eval.*, log.*, checkpoint.*, ...).
+NOT_ALGORITHM = ("seed", "run_dir", "resume", *RESUME_CHANGEABLE)
+
+
+@dataclass
+class PlotArgs:
+    x: str = "steps"  # steps | time (wall-clock seconds since the run started)
+    out: Optional[str] = None  # default: <first dir>/learning_curves.png
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs
+
+
+@dataclass
+class Run:
+    """One run directory: its resolved config and its metrics rows (one per update)."""
+
+    path: Path
+    config: dict[str, Any]
+    rows: list[dict[str, Any]]
+
+    @property
+    def task(self) -> str:
+        return str(self.config.get("task"))
+
+    @property
+    def seed(self) -> int:
+        return int(self.config.get("seed", 0))
+
+    @property
+    def preset(self) -> str:
+        return str(self.config.get("preset", "-"))  # runs from before presets existed have none
+
+    @property
+    def steps(self) -> int:
+        return int(self.rows[-1]["step"]) if self.rows else 0
+
+    @property
+    def finished(self) -> bool:
+        """Trained to its total_steps and evaluated at the end (the last row of a finished run)."""
+        return bool(self.rows) and self.steps >= int(self.config["total_steps"]) and _number(self.rows[-1].get("eval_return"))
+
+    @property
+    def final(self) -> dict[str, Any]:
+        return self.rows[-1] if self.rows else {}
+
+    @property
+    def wall_clock_s(self) -> float:
+        return float(elapsed_seconds(self.rows)[-1]) if self.rows else 0.0
+
+    def x(self, axis: str) -> np.ndarray:
+        return np.array([row["step"] for row in self.rows], dtype=float) if axis == "steps" else elapsed_seconds(self.rows)
+
+    def series(self, key: str, axis: str) -> tuple[np.ndarray, np.ndarray]:
+        """(x, value) at the rows where `key` holds a number (episode_return is null before the
+        first episode ends, eval_return exists on evaluation rows only)."""
+        keep = [i for i, row in enumerate(self.rows) if _number(row.get(key))]
+        return self.x(axis)[keep], np.array([self.rows[i][key] for i in keep], dtype=float)
+
+    @property
+    def algorithm(self) -> dict[str, Any]:
+        return algorithm_config(self.config)
+
+    @property
+    def group_key(self) -> str:
+        """Runs with equal keys are seeds of one experiment."""
+        return hashlib.sha256(json.dumps(self.algorithm, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def flatten(node: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{'ppo': {'epochs': 10}} -> {'ppo.epochs': 10}"""
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if isinstance(value, dict) and value and key != "kwargs":  # env.kwargs is one value: the constructor's arguments
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def algorithm_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The flattened config keys that define the experiment (task, preset, env, normalize, policy,
+    ppo, ...): everything except the seed, paths and what a resume may change."""
+    return {k: v for k, v in flatten(config).items() if not k.startswith(NOT_ALGORITHM)}
+
+
+def elapsed_seconds(rows: list[dict[str, Any]]) -> np.ndarray:
+    """Wall-clock seconds from the start of the run to the end of each update's training.
+
+    `time` is stamped when an update's training ends (before its evaluation), and an update lasts
+    steps_this_update / sps, so the run started at time[0] - duration[0]. Between two rows the
+    whole gap in `time` counts: the later update plus the earlier row's evaluation and checkpoint.
+    A gap more than MAX_PAUSE_S longer than its update is a stop and a resume: only the update's
+    own duration counts there, so idle time between a stop and its resume never enters. The final
+    evaluation (after the last stamp) is not included. Derived from metrics.jsonl alone, so it
+    survives any number of resumes.
+    """
+    elapsed = np.zeros(len(rows))
+    total = 0.0
+    for i, row in enumerate(rows):
+        sps = row.get("sps")
+        duration = row.get("steps_this_update", 0) / sps if _number(sps) and sps > 0 else 0.0
+        gap = None
+        if i > 0 and _number(row.get("time")) and _number(rows[i - 1].get("time")):
+            gap = row["time"] - rows[i - 1]["time"]
+        total += gap if gap is not None and duration <= gap <= duration + MAX_PAUSE_S else duration
+        elapsed[i] = total
+    return elapsed
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """metrics.jsonl rows; a line cut short by a killed process is skipped."""
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and _number(row.get("step")):
+            rows.append(row)
+    return rows
+
+
+def is_run_dir(path: Path) -> bool:
+    return (path / METRICS_FILE).is_file() and (path / CONFIG_FILE).is_file()
+
+
+def load_run(path: str | Path) -> Run:
+    path = Path(path)
+    try:
+        config = OmegaConf.to_container(OmegaConf.load(path / CONFIG_FILE), resolve=True)
+        rows = read_metrics(path / METRICS_FILE) if (path / METRICS_FILE).is_file() else []
+    except (OmegaConfBaseException, ValueError, OSError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"cannot read the run in '{path}': {first}") from None
+    if not isinstance(config, dict) or "task" not in config or "total_steps" not in config:
+        raise UserError(f"'{path / CONFIG_FILE}' is not a ppo_control run config (no task or total_steps)")
+    return Run(path, config, rows)
+
+
+def find_run_dirs(paths: list[str | Path]) -> list[Path]:
+    """Each path itself if it is a run directory, else every run directory below it."""
+    found: list[Path] = []
+    for given in map(Path, paths):
+        if not given.is_dir():
+            raise UserError(f"'{given}' is not a directory; give run directories or directories that contain runs")
+        below = [given] if is_run_dir(given) else sorted(p.parent for p in given.rglob(METRICS_FILE) if is_run_dir(p.parent))
+        found += [p for p in below if p not in found]
+    return found
+
+
+def load_runs(paths: list[str | Path]) -> list[Run]:
+    """Every run found under `paths` that has at least one metrics row."""
+    runs = [run for run in map(load_run, find_run_dirs(paths)) if run.rows]
+    if not runs:
+        shown = ", ".join(str(p) for p in paths)
+        raise UserError(f"no runs with metrics found in {shown} (a run directory holds {METRICS_FILE} and {CONFIG_FILE})")
+    return runs
+
+
+def group_runs(runs: list[Run]) -> dict[str, list[list[Run]]]:
+    """task -> experiments (lists of seeds), in the order they were first seen."""
+    groups: dict[str, dict[str, list[Run]]] = {}
+    for run in runs:
+        groups.setdefault(run.task, {}).setdefault(run.group_key, []).append(run)
+    return {task: [sorted(seeds, key=lambda r: r.seed) for seeds in experiments.values()] for task, experiments in groups.items()}
+
+
+def experiment_labels(experiments: list[list[Run]]) -> list[str]:
+    """Name the experiments of one task by the keys in which they differ, shortened to the last
+    part of the key (ppo.epochs -> epochs); '' when there is only one."""
+    configs = [experiment[0].algorithm for experiment in experiments]
+    differing = sorted({k for c in configs for k in c if any(c.get(k) != other.get(k) for other in configs)})
+    labels = []
+    for i, config in enumerate(configs):
+        label = ", ".join(f"{k.rsplit('.', 1)[-1]}={config.get(k)}" for k in differing)
+        labels.append((label[:42] + "...") if len(label) > 45 else label or (f"#{i + 1}" if len(configs) > 1 else ""))
+    return labels
+
+
+# ---------------------------------------------------------------------------------------------
+# Curves
+
+
+def mean_std_over_seeds(series: list[tuple[np.ndarray, np.ndarray]]) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(x, mean, std) over seeds (population std, as for eval_return_std). Seeds on one x grid are
+    used as they are; otherwise every seed is interpolated onto the x points of the run that ends
+    first, inside the range all seeds cover, so the curve stops where the shortest run stops."""
+    series = [(x, y) for x, y in series if len(x)]
+    if not series:
+        return None
+    first = series[0][0]
+    if all(len(x) == len(first) and np.array_equal(x, first) for x, _ in series):
+        grid, ys = first, np.stack([y for _, y in series])
+    else:
+        lo, hi = max(x[0] for x, _ in series), min(x[-1] for x, _ in series)
+        shortest = min((x for x, _ in series), key=lambda x: x[-1])
+        grid = shortest[(shortest >= lo) & (shortest <= hi)]
+        if len(grid):
+            ys = np.stack([np.interp(grid, x, y) for x, y in series])
+        else:  # no x range every seed covers (e.g. one final evaluation each, at different times)
+            grid = np.array([np.mean([x[-1] for x, _ in series])])
+            ys = np.array([[y[-1]] for _, y in series])
+    return grid, ys.mean(axis=0), ys.std(axis=0)
+
+
+def _time_unit(seconds: float) -> tuple[float, str]:
+    for scale, unit in ((3600.0, "hours"), (60.0, "minutes")):
+        if seconds >= 3 * scale:
+            return scale, unit
+    return 1.0, "seconds"
+
+
+def _x_scale(runs: list[Run], x: str) -> tuple[float, str]:
+    if x == "steps":
+        return 1.0, "environment steps"
+    scale, unit = _time_unit(max(run.wall_clock_s for run in runs))
+    return scale, f"wall-clock {unit} since the run started"
+
+
+def plot_learning_curves(runs: list[Run], x: str, out: str | Path) -> Path:
+    """One subplot per task; per experiment, training return (line, band = std over seeds) and
+    deterministic evaluation return (markers with error bars)."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    out = _check_out(out)
+    by_task = group_runs(runs)
+    cols = min(len(by_task), 3)
+    rows = math.ceil(len(by_task) / cols)
+    fig = Figure(figsize=(5.2 * cols, 3.9 * rows), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax, (task, experiments) in zip(axes, by_task.items()):
+        scale, xlabel = _x_scale([run for experiment in experiments for run in experiment], x)
+        for i, (experiment, label) in enumerate(zip(experiments, experiment_labels(experiments))):
+            color = f"C{i % 10}"
+            seeds = f"{len(experiment)} seed{'s' if len(experiment) > 1 else ''}"
+            legend = f"{label} ({seeds})" if label else seeds  # on the experiment's first mark only
+            train = mean_std_over_seeds([run.series("episode_return", x) for run in experiment])
+            if train is not None:
+                grid, mean, std = train
+                ax.plot(grid / scale, mean, color=color, label=legend, marker="." if len(grid) == 1 else None)
+                ax.fill_between(grid / scale, mean - std, mean + std, color=color, alpha=0.2, linewidth=0)
+                legend = None
+            evaluation = mean_std_over_seeds([run.series("eval_return", x) for run in experiment])
+            if evaluation is not None:
+                grid, mean, std = evaluation
+                ax.errorbar(grid / scale, mean, yerr=std, color=color, fmt="o--", markersize=4, capsize=3, label=legend)
+        ax.set_title(task)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("episode return")
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="x-small")
+    for ax in axes[len(by_task):]:
+        ax.set_visible(False)
+    # What the two marks mean, once for the whole figure; the subplots' legends name experiments.
+    styles = [Line2D([], [], color="0.3", label="training episode return"),
+              Line2D([], [], color="0.3", marker="o", linestyle="--", markersize=4, label="deterministic evaluation return")]
+    fig.legend(handles=styles, loc="outside lower center", ncols=2, fontsize="small")
+    fig.suptitle("mean ± std over seeds")
+    return _save(fig, out)
+
+
+def plot_diagnostics(run: Run, x: str, out: str | Path) -> Path:
+    """The PPO health signals of one run, one small panel each."""
+    from matplotlib.figure import Figure
+
+    out = _check_out(out)
+    fig = Figure(figsize=(13, 6.5), layout="constrained")
+    axes = fig.subplots(2, 3).ravel()
+    scale, xlabel = _x_scale([run], x)
+    for ax, key in zip(axes, DIAGNOSTICS):
+        xs, ys = run.series(key, x)
+        ax.plot(xs / scale, ys, color="C0")
+        ax.set_title(key)
+        ax.set_xlabel(xlabel, fontsize="small")
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"{run.task}, seed {run.seed}: {run.path}")
+    return _save(fig, out)
+
+
+def _check_out(out: str | Path) -> Path:
+    from matplotlib.figure import Figure
+
+    out = Path(out)
+    kinds = Figure().canvas.get_supported_filetypes()
+    if out.suffix.lstrip(".").lower() not in kinds:
+        raise ConfigError(f"out='{out}' does not end in an image type matplotlib writes; use .png, .pdf or .svg")
+    return out
+
+
+def _save(fig: Any, out: Path) -> Path:
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=110)
+    except OSError as exc:
+        raise UserError(f"cannot write '{out}' ({exc.strerror or exc}); choose a writable out=") from None
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+
+def main(argv: list[str]) -> None:
+    dirs = [a for a in argv if "=" not in a]
+    args = parse_command_args(PlotArgs, [a for a in argv if "=" in a], "plot")
+    if args.x not in X_AXES:
+        raise ConfigError(f"plot: x={args.x!r} is not valid; choose one of: {', '.join(X_AXES)}")
+    if not dirs:
+        raise ConfigError("plot: give at least one run directory or a directory that contains runs, e.g. python -m ppo_control.plot runs/Hopper")
+    out = _check_out(args.out if args.out else Path(dirs[0]) / "learning_curves.png")
+    runs = load_runs(dirs)
+    written = [plot_learning_curves(runs, args.x, out)]
+    if len(runs) == 1:
+        diagnostics = Path(dirs[0]) / "diagnostics.png" if args.out is None else out.with_name(f"{out.stem}_diagnostics{out.suffix}")
+        written.append(plot_diagnostics(runs[0], args.x, diagnostics))
+    experiments = sum(len(e) for e in group_runs(runs).values())
+    print(f"runs        {len(runs)} ({experiments} experiment{'s' if experiments > 1 else ''}, x={args.x})")
+    for path in written:
+        print(f"written     {path}")
+
+
+if __name__ == "__main__":
+    run_cli(main)
