@@ -2,13 +2,13 @@
 
     python benchmarks/cuda_check.py [out=cuda_check]
 
-Checks, each printed as PASS/FAIL with its numbers, and written to <out>/cuda_check.json:
+Checks, each printed as PASS/FAIL with its numbers, and written to <out>/<timestamp>/cuda_check.json:
   1. training on device=cuda learns InvertedPendulum (the learning test's bar: eval >= 950)
   2. its checkpoint loads with weights_only=True on a CPU-only torch.load (map_location=cpu)
   3. `evaluate` (CPU) reproduces the CUDA run's final deterministic eval return (within 1%)
   4. the CUDA run resumes on device=cpu and finishes
   5. TorchScript and ONNX export of the CUDA-trained run (export checks parity itself)
-  6. torchrun with 1 rank on cuda: the nccl process group, all-reduce and broadcast paths
+  6. torchrun on cuda: 1 rank trains; more ranks than GPUs are refused with one line
   7. steps/s of HalfCheetah on cuda vs cpu with the default config (informs device=auto)
 """
 
@@ -42,8 +42,8 @@ def steady_sps(run_dir: Path) -> float:
 
 def main(argv: list[str]) -> int:
     args = dict(a.split("=", 1) for a in argv)
-    out = Path(args.get("out", "cuda_check"))
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(args.get("out", "cuda_check")) / time.strftime("%Y%m%d-%H%M%S")  # fresh run dirs every time
+    out.mkdir(parents=True)
     results: dict[str, dict] = {"env": {"torch": torch.__version__, "cuda": torch.cuda.is_available(),
                                         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}}
     print(json.dumps(results["env"]), flush=True)
@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
     pendulum = out / "pendulum_cuda"
     rc, log, seconds = run("-m", "ppo_control.train", "task=InvertedPendulum", "device=cuda", "total_steps=32768",
                            "eval.every_steps=0", *common, f"run_dir={pendulum}")
-    final = metrics(pendulum)[-1] if (pendulum / "metrics.jsonl").exists() else {}
+    final = (metrics(pendulum) or [{}])[-1] if (pendulum / "metrics.jsonl").exists() else {}
     record("1_train_cuda_learns", rc == 0 and final.get("eval_return", 0) >= 950, rc=rc, seconds=round(seconds, 1),
            eval_return=final.get("eval_return"), tail=log[-600:] if rc else "")
 
@@ -83,11 +83,16 @@ def main(argv: list[str]) -> int:
         rc, log, _ = run("-m", "ppo_control.export", f"run={pendulum}", f"format={fmt}", "overwrite=true")
         record(f"5_export_{fmt}", rc == 0, output=log.strip().splitlines()[-3:])
 
+    # One GPU: a single rank (torchrun's env, the cuda device per local rank); two ranks cannot
+    # share one GPU under nccl, and must be refused with one clear line.
     dist_dir = out / "pendulum_torchrun"
-    rc, log, seconds = run("-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1", "-m", "ppo_control.train",
-                           "task=InvertedPendulum", "device=cuda", "total_steps=8192", "eval.every_steps=0", *common,
-                           f"run_dir={dist_dir}")
-    record("6_torchrun_nccl_1_rank", rc == 0, rc=rc, seconds=round(seconds, 1), tail=log[-800:] if rc else "")
+    torchrun = ["-m", "torch.distributed.run", "--standalone"]
+    train = ["-m", "ppo_control.train", "task=InvertedPendulum", "device=cuda", "total_steps=8192", "eval.every_steps=0", *common]
+    rc, log, seconds = run(*torchrun, "--nproc_per_node=1", *train, f"run_dir={dist_dir}")
+    record("6a_torchrun_1_rank_cuda", rc == 0, rc=rc, seconds=round(seconds, 1), tail=log[-800:] if rc else "")
+    rc, log, _ = run(*torchrun, f"--nproc_per_node={torch.cuda.device_count() + 1}", *train, f"run_dir={out / 'too_many'}")
+    record("6b_more_ranks_than_gpus_refused", rc != 0 and "needs its own GPU" in log, rc=rc,
+           message=[line for line in log.splitlines() if "needs its own GPU" in line][:1])
 
     speed = {}
     for device in ("cuda", "cpu"):

@@ -31,6 +31,7 @@ class Distributed:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    device: torch.device = torch.device("cpu")  # where collectives run: nccl needs CUDA tensors
 
     @property
     def enabled(self) -> bool:
@@ -44,9 +45,12 @@ class Distributed:
         """In-place all-reduce ('sum', 'mean' or 'max') of a tensor; returns it."""
         if self.enabled:
             reduce_op = dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM
-            self._call(dist.all_reduce, tensor, op=reduce_op)
+            work = tensor.to(self.device)  # the trainer's small CPU tensors (flags, stats) travel too
+            self._call(dist.all_reduce, work, op=reduce_op)
             if op == "mean":
-                tensor /= self.world_size
+                work /= self.world_size
+            if work is not tensor:
+                tensor.copy_(work)
         return tensor
 
     def average_gradients(self, params: list[torch.nn.Parameter], extra: torch.Tensor) -> torch.Tensor:
@@ -70,7 +74,7 @@ class Distributed:
         """(mean, variance, count) over the union of every rank's rows of `x`, in float64.
         Two passes (mean first, then squared deviations about it): exact and numerically stable."""
         x = x.reshape(x.shape[0], -1).to(torch.float64)
-        head = torch.cat([torch.tensor([float(x.shape[0])], dtype=torch.float64), x.sum(dim=0)])
+        head = torch.cat([torch.tensor([float(x.shape[0])], dtype=torch.float64, device=x.device), x.sum(dim=0)])
         self.all_reduce(head)
         count = head[0]
         mean = head[1:] / count
@@ -120,10 +124,15 @@ def init_distributed(device: str, timeout_seconds: float) -> Distributed:
         return Distributed()
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     backend = "nccl" if device.startswith("cuda") else "gloo"
+    collective_device = torch.device("cpu")
     if backend == "nccl":
+        if local_rank >= torch.cuda.device_count():
+            raise UserError(f"rank {rank} (local rank {local_rank}) needs its own GPU but this machine has "
+                            f"{torch.cuda.device_count()}; use --nproc_per_node <= {torch.cuda.device_count()} or device=cpu")
         torch.cuda.set_device(local_rank)
+        collective_device = torch.device("cuda", local_rank)
     try:
         dist.init_process_group(backend, timeout=timedelta(seconds=timeout_seconds))
     except (RuntimeError, ValueError) as exc:
         raise UserError(f"cannot join the torch.distributed process group (rank {rank} of {world_size}): {exc}") from None
-    return Distributed(rank=rank, world_size=world_size, local_rank=local_rank)
+    return Distributed(rank=rank, world_size=world_size, local_rank=local_rank, device=collective_device)

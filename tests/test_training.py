@@ -18,7 +18,7 @@ def read_metrics(run_dir):
 
 
 def test_inverted_pendulum_learns_to_balance(tmp_path):
-    """The real learning test: defaults, 32,768 steps (~40 s here), deterministic eval >= 950."""
+    """The real learning test: the task's defaults, 32,768 steps (~15 s here), deterministic eval >= 950."""
     run_dir = tmp_path / "ip"
     result = run_module("ppo_control.train", "task=InvertedPendulum", "total_steps=32768", "seed=1",
                         "eval.every_steps=16384", f"run_dir={run_dir}")
