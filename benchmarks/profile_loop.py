@@ -47,8 +47,10 @@ def main(argv: list[str]) -> None:
             if update == 1:
                 timings.clear()
             t0 = time.perf_counter()
+            torch.set_num_threads(trainer.collect_threads)  # as Trainer.train does
             trainer._collect_rollout()
             t1 = time.perf_counter()
+            torch.set_num_threads(trainer.update_threads)
             batch = trainer._build_batch()
             t2 = time.perf_counter()
             ppo_update(trainer.policy, trainer.optimizer, batch, cfg.ppo, trainer.generator, trainer.dist)
@@ -61,7 +63,7 @@ def main(argv: list[str]) -> None:
     timings["collect (rest)"] = timings["collect (total)"] - timings["env step"]
     total = timings["collect (total)"] + timings["gae + batch"] + timings["ppo update"]
     print(f"{cfg.task}: {cfg.env.backend} x{cfg.env.n_envs}, batch {steps}, {cfg.ppo.epochs} epochs x {cfg.ppo.minibatches} "
-          f"minibatches, torch threads {torch.get_num_threads()}; {updates} updates")
+          f"minibatches, torch threads {trainer.collect_threads} collecting / {trainer.update_threads} updating; {updates} updates")
     print(f"| phase | s/update | s per 1k steps | share |\n|---|---|---|---|")
     for name in ("env step", "collect (rest)", "gae + batch", "ppo update"):
         print(f"| {name} | {timings[name] / updates:.3f} | {timings[name] / updates / steps * 1000:.4f} | {timings[name] / total:.0%} |")

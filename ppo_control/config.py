@@ -334,7 +334,7 @@ def validate(cfg: DictConfig) -> None:
     env, norm, pol, ppo = cfg.env, cfg.normalize, cfg.policy, cfg.ppo
     require(cfg.total_steps >= 1, "total_steps", ">= 1")
     require(cfg.seed >= 0, "seed", ">= 0")
-    require(cfg.torch_threads >= 0, "torch_threads", ">= 0 (0 = torch's default)")
+    require(cfg.torch_threads >= 0, "torch_threads", ">= 0 (0 = 1 while collecting, every core for the update)")
     require(finite("dist_timeout") > 0, "dist_timeout", "> 0 (seconds)")
     require(env.id is not None and str(env.id).strip() != "", "env.id", "a Gymnasium id or package.module:EnvClass (set in the task file)")
     require(env.n_envs >= 1, "env.n_envs", ">= 1")

@@ -359,9 +359,11 @@ def envpool_unavailable_reason(env_id: str, kwargs: dict[str, Any]) -> str | Non
     return None
 
 
-def default_num_threads() -> int:
-    """One envpool worker per core this process may use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+def usable_cores() -> int:
+    """The CPU cores this process may use: its affinity set, shared evenly between the processes a
+    launcher (torchrun) started on this machine."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
 
 
 def make_vec_env(env_cfg, num_envs: int | None = None, render_mode: str | None = None, backend: str | None = None) -> VecEnv:
@@ -378,7 +380,7 @@ def make_vec_env(env_cfg, num_envs: int | None = None, render_mode: str | None =
     if backend == "envpool" and render_mode is None:
         reason = envpool_unavailable_reason(env_id, kwargs)
         if reason is None:
-            threads = env_cfg.num_threads or default_num_threads()
+            threads = env_cfg.num_threads or usable_cores()
             return EnvpoolVecEnv(env_id, n, min(threads, n), kwargs, env_cfg.max_episode_steps)
         print(f"env.backend=envpool: {reason}; using the gymnasium backend instead", file=sys.stderr, flush=True)
     factory = make_env_factory(env_id, kwargs, env_cfg.max_episode_steps, render_mode)

@@ -40,15 +40,24 @@ class RunningMeanStd(nn.Module):
         self.count.copy_(total)
 
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
-        mean = self.mean.to(x.dtype)
-        std = torch.sqrt(self.var + self.epsilon).to(x.dtype)
-        y = (x - mean) / std
+        mean, std = self._scale(x.dtype)
+        y = (x - mean) / std  # the exported policy computes exactly this (bit-identical actions)
         if self.clip is not None:
             y = torch.clamp(y, -self.clip, self.clip)
         return y
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.normalize(x)
+
+    def _scale(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean, std) in `dtype`, cached until the statistics change: a rollout normalizes every
+        step with frozen statistics, and recomputing these would be most of that cost. Any in-place
+        write to the buffers (merge, load_state_dict, .to) bumps their version and invalidates it."""
+        key = (dtype, self.mean.device, id(self.mean), self.mean._version, id(self.var), self.var._version)
+        if getattr(self, "_cache_key", None) != key:
+            self._cache = (self.mean.to(dtype), torch.sqrt(self.var + self.epsilon).to(dtype))
+            self._cache_key = key
+        return self._cache
 
 
 class RewardScaler:
@@ -73,7 +82,9 @@ class RewardScaler:
         if not self.enabled:
             return reward
         self.returns = self.returns * self.gamma + reward
-        self._merge(self.returns.mean(), self.returns.var(), self.returns.size)
+        n = self.returns.size
+        mean = float(self.returns.sum()) / n
+        self._merge(mean, float(np.dot(self.returns, self.returns)) / n - mean * mean, n)  # float64: no cancellation issue at return scales
         scaled = reward / np.sqrt(self.var + self.epsilon)
         self.returns[done] = 0.0
         return np.clip(scaled, -self.clip, self.clip).astype(reward.dtype, copy=False)

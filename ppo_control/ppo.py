@@ -35,6 +35,11 @@ class Batch:
     def subset(self, index: torch.Tensor) -> "Batch":
         return Batch(*(getattr(self, name)[index] for name in self.__dataclass_fields__))
 
+    def minibatches(self, count: int) -> list["Batch"]:
+        """`count` equal consecutive slices (views, no copies)."""
+        size = len(self) // count
+        return [Batch(*(getattr(self, name)[k * size:(k + 1) * size] for name in self.__dataclass_fields__)) for k in range(count)]
+
 
 def clipped_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, clip_range: float) -> torch.Tensor:
     """Per-sample PPO objective (to maximize): min(r * A, clip(r, 1-eps, 1+eps) * A).
@@ -114,7 +119,6 @@ def ppo_update(
     """
     sync = sync or Distributed()
     batch_size = len(batch)
-    minibatch_size = batch_size // hp.minibatches
     kl_limit = kl_stop_threshold(hp.lr_schedule, hp.target_kl)
     value_clip = hp.clip_range if hp.clip_value_loss else None
     params = [p for p in policy.parameters() if p.requires_grad]
@@ -126,9 +130,10 @@ def ppo_update(
     grad_norm_total, minibatches_seen, steps_taken, epochs_run, stopped_early = 0.0, 0, 0, 0, False
     for _epoch in range(hp.epochs):
         epochs_run += 1
+        # One gather per epoch into shuffled order, then contiguous slices: a gather per tensor per
+        # minibatch would cost more than the small networks' forward pass.
         order = torch.randperm(batch_size, generator=generator).to(batch.obs.device)
-        for index in order.view(hp.minibatches, minibatch_size):
-            mb = batch.subset(index)
+        for mb in batch.subset(order).minibatches(hp.minibatches):
             log_probs, entropy, values = policy.evaluate_actions(mb.obs, mb.actions)
             log_ratio = log_probs - mb.log_probs
             ratio = log_ratio.exp()

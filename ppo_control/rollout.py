@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 
@@ -53,16 +54,20 @@ def compute_gae(
     A_t = delta_t + gamma * lambda * A_{t+1}, with the recursion cut wherever the episode ended,
     because s_{t+1} then belongs to a new episode. Returns are A + V (the critic's targets).
     """
-    num_steps = rewards.shape[0]
-    advantages = torch.zeros_like(rewards)
-    next_advantage = torch.zeros_like(last_values)
-    next_values = last_values
+    # A sequential loop over time on [N]-sized rows: numpy's per-op cost is a fraction of torch's,
+    # which dominates at these sizes (and a GPU would wait on a launch per op).
+    device = values.device
+    r, v, term, trunc, v_trunc = (x.detach().cpu().numpy() for x in (rewards, values, terminated, truncated, truncation_values))
+    num_steps = r.shape[0]
+    advantages = np.zeros_like(r)
+    next_advantage = np.zeros_like(r[0])
+    next_values = last_values.detach().cpu().numpy().astype(r.dtype)
+    discount = gamma * gae_lambda
     for t in reversed(range(num_steps)):
-        bootstrap = torch.where(truncated[t], truncation_values[t], next_values)
-        bootstrap = torch.where(terminated[t], torch.zeros_like(bootstrap), bootstrap)
-        delta = rewards[t] + gamma * bootstrap - values[t]
-        continues = ~(terminated[t] | truncated[t])
-        next_advantage = delta + gamma * gae_lambda * continues * next_advantage
+        bootstrap = np.where(term[t], 0.0, np.where(trunc[t], v_trunc[t], next_values))
+        delta = r[t] + gamma * bootstrap - v[t]
+        next_advantage = delta + discount * ~(term[t] | trunc[t]) * next_advantage
         advantages[t] = next_advantage
-        next_values = values[t]
-    return advantages, advantages + values
+        next_values = v[t]
+    advantages_t = torch.from_numpy(advantages).to(device)
+    return advantages_t, advantages_t + values

@@ -103,3 +103,20 @@ def test_ppo_update_stops_early_on_kl():
     assert stats["kl_early_stop"]
     assert stats["epochs_run"] == 1
     assert stats["optimizer_steps"] == 1  # the first minibatch (KL exactly 0) steps; the second stops
+
+
+def test_written_out_gaussian_matches_torch_distributions():
+    import numpy as np
+    from torch.distributions import Normal
+
+    from ppo_control.policy import ActorCritic
+
+    policy = ActorCritic(5, 3, -np.ones(3), np.ones(3))
+    with torch.no_grad():
+        policy.log_std.copy_(torch.tensor([-0.3, 0.2, -1.0]))
+    obs, actions = torch.randn(7, 5), torch.randn(7, 3)
+    log_prob, entropy, value = policy.evaluate_actions(obs, actions)
+    reference = Normal(policy.actor_mean(obs), policy.log_std.exp())
+    torch.testing.assert_close(log_prob, reference.log_prob(actions).sum(-1))
+    torch.testing.assert_close(entropy, reference.entropy().sum(-1))
+    torch.testing.assert_close(value, policy.critic(obs).squeeze(-1))

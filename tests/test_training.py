@@ -87,6 +87,7 @@ def test_truncated_steps_bootstrap_from_final_observation_value(tmp_path, backen
     assert type(trainer.envs).__name__ == {"gymnasium": "GymnasiumVecEnv", "envpool": "EnvpoolVecEnv"}[backend]
     try:
         trainer._collect_rollout()
+        trainer._build_batch()  # fills the rollout's values
         storage = trainer.storage
         truncated = storage.truncated
         assert truncated.sum() >= 4  # 64 steps with a 5-step limit: many time-limit ends
