@@ -204,12 +204,7 @@ class GymnasiumVecEnv:
             if isinstance(self.envs, AsyncVectorEnv):  # a worker's failure would otherwise be a bare pipe error
                 raise EnvWorkerError(self._describe_worker_failure(exc)) from None
             raise
-        obs = self._as_batch(obs)
-        reward = np.asarray(reward, dtype=np.float32)
-        terminated = np.asarray(terminated, dtype=bool)
-        truncated = np.asarray(truncated, dtype=bool)
-
-        ended = np.flatnonzero(terminated | truncated)
+        obs, reward, terminated, truncated, ended = _as_arrays(self._as_batch(obs), reward, terminated, truncated)
         final_obs = obs
         if len(ended):
             final_obs = obs.copy()
@@ -258,6 +253,14 @@ class GymnasiumVecEnv:
 
     def _as_batch(self, obs: np.ndarray) -> np.ndarray:
         return np.asarray(obs, dtype=np.float32).reshape(self.num_envs, -1)
+
+
+def _as_arrays(obs: np.ndarray, reward, terminated, truncated) -> tuple[np.ndarray, ...]:
+    """A vector env's step output in the protocol's dtypes, plus the indices of the ended episodes."""
+    reward = np.asarray(reward, dtype=np.float32)
+    terminated = np.asarray(terminated, dtype=bool)
+    truncated = np.asarray(truncated, dtype=bool)
+    return obs, reward, terminated, truncated, np.flatnonzero(terminated | truncated)
 
 
 class _EpisodeTracker:
@@ -316,11 +319,7 @@ class EnvpoolVecEnv:
     def step(self, actions: np.ndarray) -> StepResult:
         clipped = np.clip(actions, self.info.action_low, self.info.action_high).astype(np.float64)
         obs, reward, terminated, truncated, _ = self.envs.step(clipped)
-        obs = self._as_batch(obs)
-        reward = np.asarray(reward, dtype=np.float32)
-        terminated = np.asarray(terminated, dtype=bool)
-        truncated = np.asarray(truncated, dtype=bool)
-        ended = np.flatnonzero(terminated | truncated)
+        obs, reward, terminated, truncated, ended = _as_arrays(self._as_batch(obs), reward, terminated, truncated)
         final_obs = obs
         if len(ended):
             # Reset now rather than let envpool do it on the next step (which would drop that
