@@ -13,11 +13,11 @@ class RolloutStorage:
     batch once, with the same frozen statistics the policy used while acting.
     `truncation_values[t, i]` is V(final observation) where env i was truncated at step t (else 0).
     What the envs hand back (rewards, terminated, truncated) is numpy: it is written every step
-    through zero-copy numpy views of CPU tensors and moved to `device` once per rollout.
+    through zero-copy numpy views of CPU tensors, which GAE (a CPU loop) reads directly.
     """
 
     def __init__(self, num_steps: int, num_envs: int, obs_dim: int, action_dim: int, device: torch.device | str = "cpu"):
-        self.num_steps, self.num_envs, self.device = num_steps, num_envs, device
+        self.num_steps, self.num_envs = num_steps, num_envs
         shape = (num_steps, num_envs)
         self.observations = torch.zeros(*shape, obs_dim, device=device)
         self.actions = torch.zeros(*shape, action_dim, device=device)
@@ -31,8 +31,8 @@ class RolloutStorage:
 
     def compute_advantages(self, last_values: torch.Tensor, gamma: float, gae_lambda: float) -> tuple[torch.Tensor, torch.Tensor]:
         """(advantages, returns) for the stored rollout; `last_values` = V(obs after the last step)."""
-        rewards, terminated, truncated = (x.to(self.device) for x in (self.rewards, self.terminated, self.truncated))
-        return compute_gae(rewards, self.values, last_values, terminated, truncated, self.truncation_values, gamma, gae_lambda)
+        # The host-side tensors go in as they are: compute_gae runs on the CPU anyway.
+        return compute_gae(self.rewards, self.values, last_values, self.terminated, self.truncated, self.truncation_values, gamma, gae_lambda)
 
 
 def compute_gae(
