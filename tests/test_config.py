@@ -1,5 +1,9 @@
 """Config composition and the one-line, exit-2 errors a user gets for bad input."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 from omegaconf import OmegaConf
 
@@ -103,3 +107,14 @@ def test_unknown_preset_is_one_line_exit_2():
     result = run_module("ppo_control.train", "task=HalfCheetah", "preset=fastest")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == ["error: preset='fastest' is not valid; choose one of: fast, paper"]
+
+
+@pytest.mark.parametrize("user_setting, expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_openmp_threads_sleep_when_idle_unless_the_user_chose(user_setting, expected):
+    # Spinning OpenMP waits made a 2-thread update 80x slower beside one other busy process.
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if user_setting:
+        env["OMP_WAIT_POLICY"] = user_setting
+    code = "import ppo_control, os; print(os.environ['OMP_WAIT_POLICY'])"
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == expected
