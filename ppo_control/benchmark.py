@@ -401,6 +401,11 @@ def write_results(out: Path, jobs: list[Job], command: str) -> list[Path]:
     return written
 
 
+def report(out: Path, jobs: list[Job], command: str) -> None:
+    for path in write_results(out, jobs, command):
+        print(f"written     {path}", flush=True)
+
+
 # ---------------------------------------------------------------------------------------------
 # Command line
 
@@ -424,15 +429,17 @@ def main(argv: list[str]) -> None:
         if job.action == "skip":
             print(f"skip    {job.name}: finished ({job.steps_done:,} steps)", flush=True)
 
+    command = " ".join(["python -m ppo_control.benchmark", *argv])
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops the suite like Ctrl-C
     try:
         failed = Runner(args, train).run(jobs)
+    except KeyboardInterrupt:
+        report(out, jobs, command)  # the runs that finished before the stop still get their table
+        raise
     finally:
         signal.signal(signal.SIGTERM, previous)
 
-    command = " ".join(["python -m ppo_control.benchmark", *argv])
-    for path in write_results(out, jobs, command):
-        print(f"written     {path}")
+    report(out, jobs, command)
     if failed:
         raise TrainingStopped(f"{len(failed)} of {len(jobs)} runs failed ({', '.join(j.name for j in failed)}); "
                               "see their logs above, then run the same command again to retry them")

@@ -3,12 +3,15 @@
 import csv
 import json
 import shutil
+import signal
+import subprocess
+import sys
 
 import imageio.v3 as iio
 import numpy as np
 import pytest
 
-from conftest import TINY, run_module
+from conftest import ROOT, TINY, run_module
 
 TASKS = ("InvertedPendulum", "Reacher")
 # 2 updates of 128 steps, an evaluation at the end, and a periodic checkpoint at each step (so a
@@ -166,6 +169,24 @@ def test_interrupted_run_is_resumed_and_a_failed_run_does_not_stop_the_suite(ben
     assert row["seeds"] == "1" and row["seed_ids"] == "1" and float(row["eval_returns"]) == read_rows(s1)[-1]["eval_return"]
     assert [r["seed"] for r in read_csv(tmp_path / "runs.csv")] == ["1"]
     assert "(not finished: s0)" in (tmp_path / "results.md").read_text()
+
+
+def test_a_stopped_suite_still_writes_the_table_of_the_runs_that_finished(bench, tmp_path):
+    """SIGTERM while s1 starts: the suite stops (s1 is left to a rerun) and s0's result is written."""
+    out, _ = bench
+    shutil.copytree(out / "runs" / "InvertedPendulum" / "s0", tmp_path / "runs" / "InvertedPendulum" / "s0")
+    command = [sys.executable, "-m", "ppo_control.benchmark", "tasks=InvertedPendulum", "seeds=2", "total_steps=256",
+               *OVERRIDES, f"out={tmp_path}"]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:
+        if "InvertedPendulum s1: training" in line:
+            proc.send_signal(signal.SIGTERM)  # the training is still starting up: it cannot finish
+            break
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode != 0, stdout + stderr
+    assert "interrupted" in stderr
+    assert [r["seed"] for r in read_csv(tmp_path / "runs.csv")] == ["0"]
+    assert "(not finished: s1)" in (tmp_path / "results.md").read_text()
 
 
 @pytest.mark.parametrize("args, message", [
