@@ -3,6 +3,7 @@
 
 Trains every (task, seed), seeds 0..seeds-1, as its own `python -m ppo_control.train` process,
 `jobs` at a time, into <out>/runs/<task>/s<seed> (its output goes to <out>/runs/<task>/s<seed>.log),
+each on its own share of the CPU cores (jobs=2 on 8 cores: 4 each),
 then writes results.csv, runs.csv, results.md, learning_curves.png and learning_curves_time.png
 into <out>. Running the same command again skips finished runs and resumes interrupted ones, so a
 long benchmark can be stopped (Ctrl-C: every training checkpoints first) and continued at will.
@@ -232,13 +233,24 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(f"    {line}" for line in text[-lines:])
 
 
+def core_shares(cores: list[int], jobs: int) -> list[set[int]] | None:
+    """Split the cores into `jobs` disjoint sets, one per concurrent training, or None when there are
+    fewer cores than jobs. A training sizes its env and torch threads to its share (envs.usable_cores),
+    so N trainings don't each start a thread per core and fight over all of them."""
+    if jobs < 2 or len(cores) < jobs:
+        return None
+    return [set(cores[i * len(cores) // jobs:(i + 1) * len(cores) // jobs]) for i in range(jobs)]
+
+
 class Runner:
     """Runs the jobs as training subprocesses, `args.jobs` at a time, one console line per start and end."""
 
     def __init__(self, args: BenchmarkArgs, train: list[str]):
         self.args, self.train = args, train
-        self.active: dict[subprocess.Popen, tuple[Job, IO[str], float]] = {}
+        self.active: dict[subprocess.Popen, tuple[Job, IO[str], float, set[int] | None]] = {}
         self.failed: list[Job] = []
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else []
+        self.free_shares: list[set[int] | None] = core_shares(cores, args.jobs) or [None] * args.jobs
 
     def run(self, jobs: list[Job]) -> list[Job]:
         pending = [job for job in jobs if job.action != "skip"]
@@ -263,14 +275,18 @@ class Runner:
         log = open(job.log, "a", encoding="utf-8")
         log.write(f"\n# {time.strftime('%Y-%m-%d %H:%M:%S')} python {' '.join(command[1:])}\n")
         log.flush()
+        share = self.free_shares.pop(0)
+        pin = (lambda: os.sched_setaffinity(0, share)) if share else None  # set before the child starts a thread
         # Own session: a Ctrl-C reaches only the benchmark, which then asks each training once.
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        self.active[proc] = (job, log, time.monotonic())
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=pin)
+        self.active[proc] = (job, log, time.monotonic(), share)
         what = {"train": "training", "resume": "resuming from its last checkpoint", "restart": "restarting (no checkpoint to resume)"}[job.action]
         print(f"[{number}/{count}] {job.name}: {what}, log {job.log}", flush=True)
 
     def _finish(self, proc: subprocess.Popen) -> None:
-        job, log, started = self.active.pop(proc)
+        job, log, started, share = self.active.pop(proc)
+        self.free_shares.append(share)
         log.close()
         run = job.load()
         if proc.returncode == 0 and job.done(run):
@@ -296,7 +312,7 @@ class Runner:
             self._signal_all()  # a trainer's second SIGINT stops it at once; its last checkpoint stays valid
             for proc in self.active:
                 proc.wait()
-        for _, log, _ in self.active.values():
+        for _, log, _, _ in self.active.values():
             log.close()
 
     def _signal_all(self) -> None:

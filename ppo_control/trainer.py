@@ -182,7 +182,9 @@ class Trainer:
         verb = "resuming" if self.step else "training"
         ranks = f" on {self.dist.world_size} ranks" if self.dist.enabled else ""
         if self.dist.is_main:
-            print(f"{verb} {cfg.task} ({cfg.env.id}){ranks} at step {self.step:,} of {cfg.total_steps:,} -> {self.run_dir}", flush=True)
+            cores = usable_cores()
+            print(f"{verb} {cfg.task} ({cfg.env.id}){ranks} at step {self.step:,} of {cfg.total_steps:,}, "
+                  f"{cores} core{'s' if cores > 1 else ''} -> {self.run_dir}", flush=True)
         final: dict[str, Any] = {}
         updates_this_call = 0
         previous_handlers = self._install_signal_handlers()

@@ -2,6 +2,7 @@
 
 import csv
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -101,7 +102,12 @@ def test_benchmark_trains_restarts_and_reports_the_runs_numbers(bench):
         assert int(row["total_steps"]) == 256
         assert float(row["wall_clock_s"]) == pytest.approx(wall, rel=1e-9)
         assert float(row["steps_per_s"]) == pytest.approx(256 / wall, rel=1e-9)
-        assert "done: eval return" in (run_dir.parent / f"s{seed}.log").read_text()
+        log = (run_dir.parent / f"s{seed}.log").read_text()
+        assert "done: eval return" in log
+        # jobs=2: each training got half the cores and sized its threads to them
+        cores = len(os.sched_getaffinity(0))
+        share = cores // 2 if cores >= 2 else cores
+        assert f"of 256, {share} core{'s' if share > 1 else ''} -> " in log, log[:500]
 
     results = {r["task"]: r for r in read_csv(out / "results.csv")}
     assert list(results) == list(TASKS)
@@ -258,3 +264,16 @@ def test_seeds_on_different_grids_are_interpolated_and_cut_to_the_shortest():
     ])
     assert grid.tolist() == [0.0, 5.0, 25.0]
     assert mean.tolist() == [0.0, 27.5, 137.5] and std.tolist() == [0.0, 22.5, 112.5]
+
+
+@pytest.mark.parametrize("cores, jobs, shares", [
+    ([0, 1], 2, [{0}, {1}]),
+    ([0, 1, 2, 3, 4], 2, [{0, 1}, {2, 3, 4}]),
+    ([2, 5, 7, 9], 4, [{2}, {5}, {7}, {9}]),
+    ([0, 1], 3, None),  # more trainings than cores: no pinning, they share
+    ([0, 1, 2, 3], 1, None),  # one at a time: the training gets every core
+])
+def test_concurrent_trainings_get_disjoint_shares_of_the_cores(cores, jobs, shares):
+    from ppo_control.benchmark import core_shares
+
+    assert core_shares(cores, jobs) == shares
