@@ -10,7 +10,8 @@ class RolloutStorage:
     """One rollout of `num_steps` x `num_envs` transitions, as preallocated tensors.
 
     `observations` holds the raw observations the policy acted on; the trainer normalizes the whole
-    batch once, with the same frozen statistics the policy used while acting.
+    batch once, with the same frozen statistics the policy used while acting, and computes the
+    log-probs and values in one batched pass then (so they are not stored per step).
     `truncation_values[t, i]` is V(final observation) where env i was truncated at step t (else 0).
     What the envs hand back (rewards, terminated, truncated) is numpy: it is written every step
     through zero-copy numpy views of CPU tensors, which GAE (a CPU loop) reads directly.
@@ -21,18 +22,17 @@ class RolloutStorage:
         shape = (num_steps, num_envs)
         self.observations = torch.zeros(*shape, obs_dim, device=device)
         self.actions = torch.zeros(*shape, action_dim, device=device)
-        self.log_probs = torch.zeros(shape, device=device)
-        self.values = torch.zeros(shape, device=device)
         self.truncation_values = torch.zeros(shape, device=device)
         self.rewards = torch.zeros(shape)
         self.terminated = torch.zeros(shape, dtype=torch.bool)
         self.truncated = torch.zeros(shape, dtype=torch.bool)
         self.rewards_np, self.terminated_np, self.truncated_np = self.rewards.numpy(), self.terminated.numpy(), self.truncated.numpy()
 
-    def compute_advantages(self, last_values: torch.Tensor, gamma: float, gae_lambda: float) -> tuple[torch.Tensor, torch.Tensor]:
-        """(advantages, returns) for the stored rollout; `last_values` = V(obs after the last step)."""
+    def compute_advantages(self, values: torch.Tensor, last_values: torch.Tensor, gamma: float, gae_lambda: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """(advantages, returns) for the stored rollout; `values` [T, N] = V(stored observations),
+        `last_values` = V(obs after the last step)."""
         # The host-side tensors go in as they are: compute_gae runs on the CPU anyway.
-        return compute_gae(self.rewards, self.values, last_values, self.terminated, self.truncated, self.truncation_values, gamma, gae_lambda)
+        return compute_gae(self.rewards, values, last_values, self.terminated, self.truncated, self.truncation_values, gamma, gae_lambda)
 
 
 def compute_gae(

@@ -346,9 +346,9 @@ class Trainer:
         with torch.no_grad():
             norm_obs = self.policy.normalize(raw_obs)
             log_probs, _, values = self.policy.evaluate_actions(norm_obs, actions)
-        storage.log_probs.copy_(log_probs.view_as(storage.log_probs))
-        storage.values.copy_(values.view_as(storage.values))
-        advantages, returns = storage.compute_advantages(self.last_values, cfg.ppo.gamma, cfg.ppo.gae_lambda)
+        advantages, returns = storage.compute_advantages(
+            values.view(storage.num_steps, storage.num_envs), self.last_values, cfg.ppo.gamma, cfg.ppo.gae_lambda
+        )
         if cfg.normalize.obs:  # over the union of every rank's observations: all ranks normalize alike
             self.policy.obs_normalizer.merge(*self.dist.global_moments(raw_obs))
         return Batch(
