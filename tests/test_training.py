@@ -131,3 +131,23 @@ def test_wandb_offline_run_records_the_metrics(tmp_path):
         for key in ("approx_kl", "entropy", "value_loss"):
             assert json.dumps(row[key]).encode() in data
     assert json.dumps(rows[-1]["eval_return"]).encode() in data
+
+
+@pytest.mark.parametrize("overrides, small", [
+    (["preset=paper"], True),  # 1 env x 2048 steps / 32 minibatches: 64 samples
+    (["task=Hopper"], True),  # its task file: 32 minibatches of 64
+    ([], False),  # the fast defaults: 4 minibatches of 512
+    (["preset=paper", "torch_threads=2"], False),  # the user's choice wins
+])
+def test_small_minibatches_update_on_one_thread(tmp_path, overrides, small):
+    from ppo_control.config import compose
+    from ppo_control.envs import usable_cores
+    from ppo_control.trainer import Trainer
+
+    cfg = compose(["task=HalfCheetah", *overrides, "eval.every_steps=0", f"run_dir={tmp_path / 'r'}"])
+    trainer = Trainer(cfg)
+    try:
+        expected = 1 if small else (cfg.torch_threads or usable_cores())
+        assert (trainer.collect_threads, trainer.update_threads) == (cfg.torch_threads or 1, expected)
+    finally:
+        trainer.close()
