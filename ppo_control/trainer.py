@@ -109,6 +109,9 @@ class Trainer:
 
         self.envs = make_vec_env(cfg.env)
         self.info = self.envs.info
+        # One thread while initializing: the orthogonal init's QR rounds differently with more, and a
+        # seed should give the same weights on any machine and any torch_threads.
+        torch.set_num_threads(1)
         self.policy = build_policy(cfg, self.info).to(self.device)
         self.dist.broadcast_parameters(self.policy)
         if self.dist.enabled:

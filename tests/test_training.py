@@ -151,3 +151,20 @@ def test_small_minibatches_update_on_one_thread(tmp_path, overrides, small):
         assert (trainer.collect_threads, trainer.update_threads) == (cfg.torch_threads or 1, expected)
     finally:
         trainer.close()
+
+
+def test_initial_weights_do_not_depend_on_the_thread_count(tmp_path):
+    import torch
+
+    from ppo_control.config import compose
+    from ppo_control.trainer import Trainer
+
+    weights = []
+    for threads in (2, 1):
+        torch.set_num_threads(threads)  # what an earlier run in this process (or the machine) left
+        trainer = Trainer(compose(["task=Hopper", *TINY, f"run_dir={tmp_path / str(threads)}"]))
+        try:
+            weights.append({k: v.clone() for k, v in trainer.policy.state_dict().items()})
+        finally:
+            trainer.close()
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
