@@ -16,11 +16,8 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ppo_control.errors import UserError
+from ppo_control.resources import CONFIG_DIR, PRESETS_DIR, TASKS_DIR
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-CONFIG_DIR = PROJECT_ROOT / "configs"
-TASKS_DIR = PROJECT_ROOT / "tasks"
-PRESETS_DIR = CONFIG_DIR / "presets"
 DEFAULT_PRESET = "fast"  # the task files' own (wall-clock tuned) settings: no preset file applied
 
 
@@ -82,6 +79,7 @@ class EvalConfig:
     video_width: int = MISSING
     video_height: int = MISSING
     video_fps: Optional[int] = MISSING
+    video_overlay: bool = MISSING
 
 
 @dataclass
@@ -90,6 +88,8 @@ class LogConfig:
     wandb_mode: str = MISSING
     project: str = MISSING
     every_updates: int = MISSING
+    line_seconds: float = MISSING
+    tensorboard: bool = MISSING
 
 
 @dataclass
@@ -367,6 +367,7 @@ def validate(cfg: DictConfig) -> None:
     require(cfg.eval.every_steps >= 0, "eval.every_steps", ">= 0 (0 = evaluate only at the end)")
     require(cfg.eval.episodes >= 1, "eval.episodes", ">= 1")
     require(cfg.log.every_updates >= 1, "log.every_updates", ">= 1")
+    require(finite("log.line_seconds") >= 0, "log.line_seconds", ">= 0 (0 = a line every log.every_updates updates)")
     require(cfg.checkpoint.every_steps >= 0, "checkpoint.every_steps", ">= 0 (0 = only last.pt)")
     require(cfg.checkpoint.keep >= 0, "checkpoint.keep", ">= 0")
     require(finite("checkpoint.save_last_seconds") >= 0, "checkpoint.save_last_seconds", ">= 0")
