@@ -5,7 +5,7 @@ batch, and the PPO update, for any config (same overrides as `ppo_control.train`
 
 The first update is a warm-up and is not counted. Env time is measured inside the VecEnv's step;
 "collect (rest)" is everything else in the rollout loop (inference, clipping, storage, reward
-scaling). Prints a table of seconds per update and per 1,000 steps.
+scaling). It runs the trainer's own update (`Trainer.train_one_update`), timing its phases in place. Prints a table of seconds per update and per 1,000 steps.
 """
 
 from __future__ import annotations
@@ -18,8 +18,21 @@ from collections import defaultdict
 import torch
 
 from ppo_control.config import compose
-from ppo_control.ppo import ppo_update
 from ppo_control.trainer import Trainer
+
+
+def time_calls(owner: object, method: str, label: str, timings: dict[str, float]) -> None:
+    """Wrap `owner.method` in place so its wall-clock adds up in timings[label]."""
+    original = getattr(owner, method)
+
+    def timed(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            timings[label] += time.perf_counter() - started
+
+    setattr(owner, method, timed)
 
 
 def main(argv: list[str]) -> None:
@@ -34,38 +47,24 @@ def main(argv: list[str]) -> None:
         cfg = compose([*overrides, f"run_dir={tmp}/run", "eval.every_steps=0", "checkpoint.every_steps=0"])
         trainer = Trainer(cfg)
         timings: dict[str, float] = defaultdict(float)
-        env_step = trainer.envs.step
-
-        def timed_step(actions):
-            started = time.perf_counter()
-            result = env_step(actions)
-            timings["env step"] += time.perf_counter() - started
-            return result
-
-        trainer.envs.step = timed_step
+        time_calls(trainer.envs, "step", "env step", timings)
+        time_calls(trainer.collector, "collect", "collect (total)", timings)
+        time_calls(trainer.learner, "update", "ppo update", timings)
         for update in range(updates + 1):
             if update == 1:
                 timings.clear()
             t0 = time.perf_counter()
-            torch.set_num_threads(trainer.collect_threads)  # as Trainer.train does
-            trainer._collect_rollout()
-            t1 = time.perf_counter()
-            torch.set_num_threads(trainer.update_threads)
-            batch = trainer._build_batch()
-            t2 = time.perf_counter()
-            ppo_update(trainer.policy, trainer.optimizer, batch, cfg.ppo, trainer.generator, trainer.dist)
-            t3 = time.perf_counter()
-            timings["collect (total)"] += t1 - t0
-            timings["gae + batch"] += t2 - t1
-            timings["ppo update"] += t3 - t2
+            trainer.train_one_update()
+            timings["whole update"] += time.perf_counter() - t0
         trainer.close()
     steps = cfg.env.n_envs * cfg.ppo.rollout_steps
     timings["collect (rest)"] = timings["collect (total)"] - timings["env step"]
-    total = timings["collect (total)"] + timings["gae + batch"] + timings["ppo update"]
+    timings["gae + batch + normalizer"] = timings["whole update"] - timings["collect (total)"] - timings["ppo update"]
+    total = timings["whole update"]
     print(f"{cfg.task}: {cfg.env.backend} x{cfg.env.n_envs}, batch {steps}, {cfg.ppo.epochs} epochs x {cfg.ppo.minibatches} "
           f"minibatches, torch threads {trainer.collect_threads} collecting / {trainer.update_threads} updating; {updates} updates")
     print(f"| phase | s/update | s per 1k steps | share |\n|---|---|---|---|")
-    for name in ("env step", "collect (rest)", "gae + batch", "ppo update"):
+    for name in ("env step", "collect (rest)", "gae + batch + normalizer", "ppo update"):
         print(f"| {name} | {timings[name] / updates:.3f} | {timings[name] / updates / steps * 1000:.4f} | {timings[name] / total:.0%} |")
     print(f"steps/s (without evaluation or checkpoints): {steps * updates / total:,.0f}")
 

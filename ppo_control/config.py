@@ -10,7 +10,8 @@ import difflib
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from collections.abc import Mapping
+from typing import Any, Dict, List, Optional, Union
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -167,10 +168,27 @@ def parse_overrides(argv: list[str]) -> list[str]:
     return list(argv)
 
 
-def compose(overrides: list[str]) -> DictConfig:
-    """Build the validated run config from command-line `key=value` overrides."""
-    overrides = parse_overrides(overrides)
-    cli = _load(lambda: OmegaConf.from_dotlist(overrides), "command line")
+Overrides = Union[List[str], Mapping[str, Any]]
+
+
+def overrides_config(overrides: Overrides) -> DictConfig:
+    """Command-line `key=value` strings, or a mapping from the Python API whose keys may be dotted
+    (`{"ppo.learning_rate": 1e-4}`) or nested (`{"ppo": {"learning_rate": 1e-4}}`), as one config."""
+    if not isinstance(overrides, Mapping):
+        return _load(lambda: OmegaConf.from_dotlist(parse_overrides(list(overrides))), "command line")
+
+    def build() -> DictConfig:
+        cfg = OmegaConf.create()
+        for key, value in overrides.items():
+            OmegaConf.update(cfg, str(key), value, merge=True, force_add=True)
+        return cfg
+
+    return _load(build, "arguments")
+
+
+def compose(overrides: Overrides) -> DictConfig:
+    """Build the validated run config from overrides (see `overrides_config`)."""
+    cli = overrides_config(overrides)
     task = cli.get("task")
     if task is None:
         raise ConfigError(f"no task given: pass task=<name>; available tasks: {', '.join(available_tasks())}")
@@ -189,12 +207,14 @@ def compose(overrides: list[str]) -> DictConfig:
 
 
 # What may change when a run is resumed: anything else would alter the optimization it continues.
+# The one list: the error message and the README (checked by a test) are written from it.
 RESUME_CHANGEABLE = ("total_steps", "device", "torch_threads", "dist_timeout", "env.num_threads", "eval.", "log.", "checkpoint.")
+RESUME_CHANGEABLE_TEXT = ", ".join(f"{key}*" if key.endswith(".") else key for key in RESUME_CHANGEABLE)
 
 
-def compose_resume(overrides: list[str], saved_config: dict, run_dir: str) -> DictConfig:
+def compose_resume(overrides: Overrides, saved_config: dict, run_dir: str) -> DictConfig:
     """The config of a resumed run: the checkpoint's own config plus the few allowed overrides."""
-    cli = _load(lambda: OmegaConf.from_dotlist(parse_overrides(overrides)), "command line")
+    cli = overrides_config(overrides)
     # train.yaml first: a key added to the project since the checkpoint was written gets its default
     defaults = _merge(OmegaConf.structured(TrainConfig), _load(lambda: OmegaConf.load(CONFIG_DIR / "train.yaml"), "configs/train.yaml"), "configs/train.yaml")
     saved = _merge(defaults, OmegaConf.create(saved_config), "checkpoint config")
@@ -209,7 +229,7 @@ def compose_resume(overrides: list[str], saved_config: dict, run_dir: str) -> Di
         key = changed[0]
         raise ConfigError(
             f"cannot change {key} on resume ({before.get(key)!r} -> {after[key]!r}): it alters the optimization being "
-            f"continued; only total_steps, device, torch_threads, env.num_threads, eval.*, log.* and checkpoint.* may change (start a new run instead)"
+            f"continued; only {RESUME_CHANGEABLE_TEXT} may change (start a new run instead)"
         )
     cfg.resume = str(run_dir)
     cfg.run_dir = str(run_dir)
@@ -255,7 +275,7 @@ def _preset_file(preset: str) -> Path:
 def _load(loader, source: str) -> DictConfig:
     try:
         return loader()
-    except (OmegaConfBaseException, ValueError, OSError) as exc:  # yaml errors subclass ValueError
+    except (OmegaConfBaseException, ValueError, OSError, TypeError) as exc:  # yaml errors subclass ValueError
         raise ConfigError(f"cannot read {source}: {_first_line(exc)}") from None
 
 
@@ -377,13 +397,14 @@ def validate(cfg: DictConfig) -> None:
     require(cfg.eval.video_fps is None or cfg.eval.video_fps >= 1, "eval.video_fps", "null (the env's rate) or >= 1")
 
 
-def parse_command_args(schema: type, argv: list[str], command: str) -> DictConfig:
-    """Parse `key=value` arguments of a non-training command against a dataclass schema.
+def parse_command_args(schema: type, argv: Overrides, command: str) -> DictConfig:
+    """Parse the arguments of a non-training command (`key=value` strings, or a mapping from the
+    Python API) against a dataclass schema.
 
     Same rules as training overrides: unknown keys name the closest valid one, types are checked,
     a key without a default must be given. Errors are ConfigError (one line, exit 2).
     """
-    given = _load(lambda: OmegaConf.from_dotlist(parse_overrides(argv)), "command line")
+    given = overrides_config(argv)
     args = OmegaConf.structured(schema)
     names = [f.name for f in fields(schema)]
     valid = ", ".join(names)

@@ -11,13 +11,16 @@ trainer reads the same either way.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
+from omegaconf import DictConfig, OmegaConf
 
 from ppo_control.errors import TrainingStopped, UserError
 
@@ -101,6 +104,34 @@ class Distributed:
         if self.enabled:
             for tensor in module.state_dict().values():
                 self._call(dist.broadcast, tensor, src=0)
+
+    def on_main_then_share(self, action: Callable[[], Any]) -> None:
+        """Run `action` on rank 0; if it fails with a UserError, every rank raises it (no rank is left
+        waiting in a collective for a rank that has already given up)."""
+        message = None
+        if self.is_main:
+            try:
+                action()
+            except UserError as exc:
+                message = str(exc)
+                if not self.enabled:
+                    raise
+        message = self.broadcast_object(message)
+        if message is not None:
+            raise UserError(message)
+
+    def check_same_config(self, cfg: DictConfig) -> None:
+        """Refuse to train when ranks were launched with different configs (run_dir aside: the
+        default name holds a timestamp, and rank 0's is used)."""
+        if not self.enabled:
+            return
+        mine = OmegaConf.to_container(cfg, resolve=True)
+        mine.pop("run_dir", None)
+        digest = hashlib.sha256(json.dumps(mine, sort_keys=True).encode()).hexdigest()
+        digests = self.all_gather_object(digest)
+        different = [rank for rank, d in enumerate(digests) if d != digests[0]]
+        if different:
+            raise UserError(f"ranks {different} were started with a config different from rank 0's; launch every rank with the same arguments")
 
     def _call(self, fn, *args, **kwargs):
         try:

@@ -12,12 +12,13 @@ import importlib
 import json
 import platform
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
 
-from ppo_control.config import ConfigError, ExportArgs, parse_command_args
+from ppo_control.config import ConfigError, ExportArgs, Overrides, parse_command_args
 from ppo_control.errors import UserError, run_cli
 
 FORMATS = {"torchscript": "policy.pt", "onnx": "policy.onnx"}
@@ -30,8 +31,9 @@ class ExportMismatch(RuntimeError):
     """The written file does not compute what the training policy computes (a bug, not user error)."""
 
 
-def parse_args(argv: list[str]) -> DictConfig:
-    """`key=value` arguments; every mistake is a one-line error naming what would be valid."""
+def parse_args(argv: Overrides) -> DictConfig:
+    """`key=value` arguments (or the Python API's mapping); every mistake is a one-line error naming
+    what would be valid."""
     args = parse_command_args(ExportArgs, argv, "export")
     args.format = str(args.format).lower()
     if args.format not in FORMATS:
@@ -131,8 +133,18 @@ def verify_file(path: Path, fmt: str, obs, expected) -> float:
     return float(max(np.abs(batched - expected).max(), np.abs(single - expected[0]).max()))
 
 
-def main(argv: list[str]) -> None:
-    args = parse_args(argv)
+@dataclass(frozen=True)
+class ExportResult:
+    path: Path
+    source_checkpoint: Path
+    probe_count: int
+    max_diff: float
+    metadata_json: str
+    obs_dim: int
+
+
+def export_policy(args: DictConfig) -> ExportResult:
+    """Write and verify the export that `args` (see `parse_args`) describe."""
     if args.format == "onnx":
         require_onnx_packages()
 
@@ -145,8 +157,7 @@ def main(argv: list[str]) -> None:
     out = out_path(args)
     check_out_path(out, args.overwrite)
 
-    metadata = build_metadata(loaded, args.format)
-    module = deploy.DeployedPolicy.from_actor_critic(loaded.policy, metadata)
+    module = deploy.DeployedPolicy.from_actor_critic(loaded.policy, build_metadata(loaded, args.format))
     obs = probe_observations(loaded.policy)
     with torch.inference_mode():
         expected = loaded.policy.deterministic_action(obs)
@@ -162,14 +173,21 @@ def main(argv: list[str]) -> None:
         save(module, out, check=check)
     except OSError as exc:
         raise UserError(f"cannot write '{out}': {exc.strerror or exc}") from None
+    return ExportResult(out, loaded.checkpoint_path, len(obs), max_diff[0], module.metadata_json, module.obs_dim)
 
-    print(f"wrote {out} ({args.format}, {out.stat().st_size / 1024:.1f} KiB) from {loaded.checkpoint_path}")
-    print(f"verified: matches the training policy on {len(obs)} probe observations, single and batched (max |diff| {max_diff[0]:.2g})")
+
+def main(argv: list[str]) -> None:
+    args = parse_args(argv)
+    result = export_policy(args)
+    out = result.path
+    print(f"wrote {out} ({args.format}, {out.stat().st_size / 1024:.1f} KiB) from {result.source_checkpoint}")
+    print(f"verified: matches the training policy on {result.probe_count} probe observations, single and batched "
+          f"(max |diff| {result.max_diff:.2g})")
     print("metadata:")
-    for key, value in json.loads(module.metadata_json).items():
+    for key, value in json.loads(result.metadata_json).items():
         print(f"  {key}: {json.dumps(value) if not isinstance(value, str) else value}")
     print("load it:")
-    print(usage_hint(out, args.format, module.obs_dim))
+    print(usage_hint(out, args.format, result.obs_dim))
 
 
 def usage_hint(out: Path, fmt: str, obs_dim: int) -> str:

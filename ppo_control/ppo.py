@@ -14,6 +14,7 @@ from torch import nn
 
 from ppo_control.distributed import Distributed
 from ppo_control.errors import NonFiniteError
+from ppo_control.rollout import RolloutStorage
 
 MIN_ADAPTIVE_LR, MAX_ADAPTIVE_LR = 1e-6, 1e-2
 
@@ -39,6 +40,21 @@ class Batch:
         """`count` equal consecutive slices (views, no copies)."""
         size = len(self) // count
         return [Batch(*(getattr(self, name)[k * size:(k + 1) * size] for name in self.__dataclass_fields__)) for k in range(count)]
+
+
+def prepare_batch(policy: nn.Module, storage: RolloutStorage, last_values: torch.Tensor, gamma: float, gae_lambda: float) -> Batch:
+    """The rollout's log-probs and values in one batched pass, GAE, then flat [T*N, ...] tensors.
+
+    Observations are normalized with the statistics the policy acted with (the caller updates the
+    normalizer only after this), so the stored log-probs are those of the acting policy.
+    """
+    raw_obs = storage.observations.view(-1, storage.observations.shape[-1])
+    actions = storage.actions.view(-1, storage.actions.shape[-1])
+    with torch.no_grad():
+        norm_obs = policy.normalize(raw_obs)
+        log_probs, _, values = policy.evaluate_actions(norm_obs, actions)
+    advantages, returns = storage.compute_advantages(values.view(storage.num_steps, storage.num_envs), last_values, gamma, gae_lambda)
+    return Batch(obs=norm_obs, actions=actions, log_probs=log_probs, values=values, advantages=advantages.view(-1), returns=returns.view(-1))
 
 
 def clipped_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, clip_range: float) -> torch.Tensor:
@@ -181,3 +197,28 @@ def ppo_update(
     stats["optimizer_steps"] = steps_taken
     stats["kl_early_stop"] = stopped_early
     return stats
+
+
+class PPOLearner:
+    """The policy's optimizer and learning-rate schedule; `update(batch, step)` is one PPO update."""
+
+    def __init__(self, policy: nn.Module, hp, total_steps: int, generator: torch.Generator, sync: Distributed | None = None):
+        self.policy, self.hp, self.total_steps, self.generator = policy, hp, total_steps, generator
+        self.sync = sync or Distributed()
+        # fused: one kernel for all parameters instead of a loop of small ops
+        self.optimizer = torch.optim.Adam(policy.parameters(), lr=hp.learning_rate, eps=1e-5, fused=True)
+
+    @property
+    def learning_rate(self) -> float:
+        return self.optimizer.param_groups[0]["lr"]
+
+    def update(self, batch: Batch, step: int) -> dict[str, float]:
+        """Set the scheduled rate for this update, run it, adapt the rate (adaptive schedule) after.
+        The stats include the rate the update used."""
+        lr = scheduled_learning_rate(self.hp.lr_schedule, self.hp.learning_rate, self.learning_rate, step, self.total_steps)
+        set_learning_rate(self.optimizer, lr)
+        stats = ppo_update(self.policy, self.optimizer, batch, self.hp, self.generator, self.sync)
+        if self.hp.lr_schedule == "adaptive":
+            set_learning_rate(self.optimizer, adapt_learning_rate(lr, stats["approx_kl"], self.hp.target_kl))
+        stats["learning_rate"] = lr
+        return stats

@@ -14,7 +14,14 @@ from typing import IO, Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from ppo_control.checkpoint import CheckpointError, atomic_write, load_checkpoint
+from ppo_control.checkpoint import (
+    CheckpointError,
+    atomic_write,
+    load_checkpoint,
+    periodic_checkpoint_name,
+    prune_periodic_checkpoints,
+    save_checkpoint,
+)
 from ppo_control.envs import EnvInfo
 from ppo_control.errors import UserError
 from ppo_control.metrics import METRICS_FILE
@@ -83,6 +90,43 @@ def lock_run_dir(run_dir: Path) -> IO[str]:
     handle.write(f"pid {os.getpid()}")
     handle.flush()
     return handle
+
+
+class RunDirectory:
+    """The training process's hold on its run directory (rank 0 only): created and locked by
+    `open`, the config written, checkpoints saved through it, the lock released by `close`."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._lock: IO[str] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def open(self, cfg: DictConfig, resumed_step: int | None = None) -> None:
+        """Create and lock the directory, write the config; on resume, drop metrics rows logged
+        after the checkpoint being continued (`resumed_step`)."""
+        create_run_dir(self.path)
+        self._lock = lock_run_dir(self.path)
+        write_config(self.path, cfg)
+        if resumed_step is not None:
+            dropped = truncate_metrics(self.path, resumed_step)
+            if dropped:
+                print(f"resume: dropped {dropped} metrics rows logged after the checkpoint (step {resumed_step:,})", flush=True)
+
+    def save_checkpoint(self, state: dict[str, Any], step: int, periodic: bool, keep: int) -> None:
+        """last.pt always; with `periodic`, also step_<N>.pt, keeping the newest `keep` of those."""
+        directory = self.path / CHECKPOINT_DIR
+        if periodic and keep > 0:
+            save_checkpoint(directory / periodic_checkpoint_name(step), state)
+            prune_periodic_checkpoints(directory, keep)
+        save_checkpoint(directory / LAST_CHECKPOINT, state)
+
+    def close(self) -> None:
+        if self._lock is not None:
+            self._lock.close()  # releases the lock
+            self._lock = None
 
 
 def build_policy(cfg: DictConfig, info: EnvInfo) -> ActorCritic:

@@ -19,20 +19,16 @@ def main(argv):
     trainer = Trainer(compose(overrides))
     rank = trainer.dist.rank
     observed = []
-    build_batch = trainer._build_batch
-    collect = trainer._collect_rollout
+    collect = trainer.collector.collect
 
-    def recording_build_batch():
-        observed.append(trainer.storage.observations.reshape(-1, trainer.info.obs_dim).clone())
-        return build_batch()
-
-    def crashing_collect():
-        if mode == "crash" and rank == 1 and trainer.update == 2:
+    def recording_collect():
+        if mode == "crash" and rank == 1 and trainer.progress.update == 2:
             os._exit(3)  # a rank dies without a word, mid-run
-        return collect()
+        rollout = collect()
+        observed.append(rollout.storage.observations.reshape(-1, trainer.info.obs_dim).clone())
+        return rollout
 
-    trainer._build_batch = recording_build_batch
-    trainer._collect_rollout = crashing_collect
+    trainer.collector.collect = recording_collect
     trainer.train(max_updates=int(max_updates))
     torch.save({"policy": trainer.policy.state_dict(), "observed": torch.cat(observed)}, os.path.join(dump_dir, f"rank{rank}.pt"))
 

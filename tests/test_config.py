@@ -118,3 +118,16 @@ def test_openmp_threads_sleep_when_idle_unless_the_user_chose(user_setting, expe
     code = "import ppo_control, os; print(os.environ['OMP_WAIT_POLICY'])"
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == expected
+
+
+def test_resume_changeable_keys_have_one_source():
+    from ppo_control.config import RESUME_CHANGEABLE_TEXT, compose_resume
+
+    saved = OmegaConf.to_container(compose(["task=Hopper"]), resolve=True)
+    with pytest.raises(ConfigError) as caught:
+        compose_resume(["ppo.epochs=3"], saved, "somewhere")
+    assert f"only {RESUME_CHANGEABLE_TEXT} may change" in str(caught.value)
+    readme = (ROOT / "README.md").read_text()
+    assert readme.count(RESUME_CHANGEABLE_TEXT) >= 2  # the resume section and the error table
+    for key in ("total_steps", "torch_threads", "eval.", "checkpoint."):  # each listed key is allowed to change
+        assert key.rstrip(".") in RESUME_CHANGEABLE_TEXT

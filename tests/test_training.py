@@ -78,26 +78,48 @@ def test_same_seed_same_metrics(tmp_path):
 
 
 @pytest.mark.parametrize("backend", ["gymnasium", "envpool"])
-def test_truncated_steps_bootstrap_from_final_observation_value(tmp_path, backend):
+def test_truncated_steps_bootstrap_from_final_observation_value(backend):
+    """The stored truncation value of (t, i) is V(normalize(final observation of sub-env i at t)) with
+    the rollout's frozen statistics: a wrong index, a wrong observation or updated statistics fail."""
+    from ppo_control.collector import RolloutCollector
     from ppo_control.config import compose
-    from ppo_control.trainer import Trainer
+    from ppo_control.envs import make_vec_env
+    from ppo_control.runs import build_policy
 
-    cfg = compose(["task=InvertedPendulum", *TINY, "env.max_episode_steps=5", f"env.backend={backend}", f"run_dir={tmp_path / 't'}"])
-    trainer = Trainer(cfg)
-    assert type(trainer.envs).__name__ == {"gymnasium": "GymnasiumVecEnv", "envpool": "EnvpoolVecEnv"}[backend]
+    cfg = compose(["task=InvertedPendulum", *TINY, "env.max_episode_steps=5", f"env.backend={backend}"])
+    envs = make_vec_env(cfg.env)
+    assert type(envs).__name__ == {"gymnasium": "GymnasiumVecEnv", "envpool": "EnvpoolVecEnv"}[backend]
+    torch.manual_seed(0)
+    policy = build_policy(cfg, envs.info)
+    policy.obs_normalizer.update(torch.randn(500, envs.info.obs_dim) * 2.0 + 0.5)  # statistics far from the identity
+    frozen = {k: v.clone() for k, v in policy.obs_normalizer.state_dict().items()}
+    results = []
+    env_step = envs.step
+
+    def recording_step(actions):
+        results.append(env_step(actions))
+        return results[-1]
+
+    envs.step = recording_step
+    collector = RolloutCollector(envs, policy, cfg.ppo.rollout_steps, cfg.ppo.gamma, cfg.normalize.reward_clip, True)
     try:
-        trainer._collect_rollout()
-        values = trainer._build_batch().values.view(trainer.storage.num_steps, -1)  # V(stored observations)
-        storage = trainer.storage
-        truncated = storage.truncated
-        assert truncated.sum() >= 4  # 64 steps with a 5-step limit: many time-limit ends
-        assert (storage.truncation_values[truncated] != 0).all()
-        assert (storage.truncation_values[~truncated] == 0).all()
-        # The bootstrap is not the value of the next stored observation (the reset one).
-        t, i = [int(x) for x in truncated.nonzero()[0]]
-        assert storage.truncation_values[t, i] != values[t + 1, i]
+        collector.reset(0)
+        storage = collector.collect().storage
     finally:
-        trainer.close()
+        envs.close()
+    truncated = storage.truncated
+    assert truncated.sum() >= 4  # 64 steps with a 5-step limit: many time-limit ends
+    assert (storage.truncation_values[~truncated] == 0).all()
+    assert all(torch.equal(v, frozen[k]) for k, v in policy.obs_normalizer.state_dict().items())  # collecting left them alone
+    with torch.no_grad():
+        for t, result in enumerate(results):
+            index = np.flatnonzero(result.truncated)
+            if not len(index):
+                continue
+            final_obs = torch.from_numpy(result.final_obs[index])
+            assert not torch.equal(final_obs, torch.from_numpy(result.obs[index]))  # the pre-reset observation, not the reset one
+            expected = policy.value(policy.normalize(final_obs))
+            assert torch.equal(storage.truncation_values[t, torch.from_numpy(index)], expected), (t, index)
 
 
 def test_existing_run_dir_is_refused_and_left_alone(tmp_path):

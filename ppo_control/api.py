@@ -1,0 +1,152 @@
+"""The Python API: train, evaluate, export and load policies from scripts and notebooks.
+
+The same config system and checks as the commands (which are thin wrappers over these functions):
+overrides are Python values, keys dotted or nested, and every mistake raises `UserError` with the
+one-line message the command line prints.
+
+    import ppo_control as pc
+
+    result = pc.train("Hopper", total_steps=200_000, ppo={"learning_rate": 1e-4}, **{"env.n_envs": 16})
+    print(result.run_dir, result.eval_return)
+    policy = pc.load_policy(result.run_dir)          # numpy observation in, numpy action out
+    report = pc.evaluate(result.run_dir, episodes=5)  # dict, also written to <run>/eval.json
+    path = pc.export(result.run_dir, format="torchscript")
+    pc.load_policy(path)                              # an export runs the same way
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ppo_control.config import ConfigError, EvaluateArgs, compose, compose_resume, parse_command_args
+from ppo_control.errors import UserError
+
+EVAL_FILE = "eval.json"
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What `train` returns: where the run lives and its last evaluation (None if it did not run)."""
+
+    run_dir: Path
+    step: int
+    eval_return: float | None
+    eval_return_std: float | None
+    eval_length: float | None
+    videos: tuple[str, ...] = ()
+
+
+def train(task: str | None = None, *, resume: str | Path | None = None, max_updates: int | None = None,
+          **overrides: Any) -> TrainResult:
+    """Train a new run of `task` (a task name or a path to a task .yaml), or continue `resume`.
+
+    `overrides` are config keys with Python values: `total_steps=50_000`, `ppo={"epochs": 10}`, or
+    dotted keys through a dict, `**{"env.n_envs": 8}`. `max_updates` stops after that many updates of
+    this call with a checkpoint (continue it with `train(resume=run_dir)`).
+    """
+    if task is not None:
+        overrides["task"] = task  # with resume: only checked to be the run's own task
+    return _train(overrides, resume=None if resume is None else str(resume), max_updates=max_updates)
+
+
+def _train(overrides, resume: str | None, max_updates: int | None = None) -> TrainResult:
+    """Shared by `train` and the train command (`overrides`: a mapping or key=value strings)."""
+    if resume:
+        from ppo_control.runs import find_resume_checkpoint  # heavy imports (torch) only once the arguments parse
+        from ppo_control.trainer import Trainer
+
+        path, state = find_resume_checkpoint(resume)
+        cfg = compose_resume(overrides, state["config"], resume)
+        print(f"resuming from {path} (step {int(state['step']):,})", flush=True)
+        trainer = Trainer(cfg, resume_state=state)
+    else:
+        cfg = compose(overrides)
+        from ppo_control.trainer import Trainer  # heavy imports (torch, gymnasium) after the config is valid
+
+        trainer = Trainer(cfg)
+    final = trainer.train(max_updates=max_updates)
+    return TrainResult(
+        run_dir=Path(cfg.run_dir),
+        step=trainer.progress.step,
+        eval_return=final.get("eval_return"),
+        eval_return_std=final.get("eval_return_std"),
+        eval_length=final.get("eval_length"),
+        videos=tuple(final.get("videos", ())),
+    )
+
+
+def evaluate(run: str | Path, **arguments: Any) -> dict[str, Any]:
+    """Evaluate a run's policy (deterministic by default) and write <run>/eval.json; returns its content.
+
+    Arguments as for `python -m ppo_control.evaluate`: checkpoint, episodes (10), seed (default: the
+    run's own evaluation seed, which reproduces its eval_return), video, video_dir, deterministic.
+    """
+    args = parse_command_args(EvaluateArgs, {"run": str(run), **arguments}, "evaluate")
+    if args.episodes < 1:
+        raise ConfigError(f"evaluate: episodes={args.episodes} is not allowed: episodes must be >= 1")
+    from ppo_control.checkpoint import atomic_write  # heavy imports after parsing
+    from ppo_control.evaluation import EVAL_SEED_OFFSET, evaluate_policy, make_eval_envs
+    from ppo_control.runs import load_run
+    from ppo_control.video import record_videos, video_directory
+
+    loaded = load_run(args.run, args.checkpoint)
+    cfg, step = loaded.cfg, int(loaded.state["step"])
+    seed = args.seed if args.seed is not None else cfg.seed + EVAL_SEED_OFFSET
+    envs = make_eval_envs(cfg.env, args.episodes)
+    try:
+        returns, lengths = evaluate_policy(loaded.policy, envs, args.episodes, seed, deterministic=args.deterministic)
+    finally:
+        envs.close()
+    videos: list[str] = []
+    if args.video:
+        directory = video_directory(args.video_dir or cfg.eval.video_dir, cfg.task, loaded.name)
+        videos = [str(p) for p in record_videos(loaded.policy, cfg.env, directory, step, cfg.eval.video_episodes, seed,
+                                                cfg.eval.video_width, cfg.eval.video_height, cfg.eval.video_fps,
+                                                overlay=cfg.eval.video_overlay)]
+    result = {
+        "run": str(loaded.run_dir), "checkpoint": str(loaded.checkpoint_path), "step": step, "task": cfg.task,
+        "env_id": cfg.env.id, "episodes": args.episodes, "seed": seed, "deterministic": args.deterministic,
+        "return_mean": float(returns.mean()), "return_std": float(returns.std()),
+        "return_min": float(returns.min()), "return_max": float(returns.max()), "length_mean": float(lengths.mean()),
+        "returns": returns.tolist(), "lengths": lengths.tolist(), "videos": videos,
+    }
+    path = loaded.run_dir / EVAL_FILE
+    try:
+        atomic_write(path, lambda tmp: tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror}") from None
+    return result
+
+
+def export(run: str | Path, **arguments: Any) -> Path:
+    """Export a run's deterministic policy (TorchScript by default, or format="onnx"); returns the
+    file's path. The file is verified against the training policy before it is put in place.
+
+    Arguments as for `python -m ppo_control.export`: format, out, checkpoint, overwrite.
+    """
+    from ppo_control.export import export_policy, parse_args
+
+    args = parse_args({"run": str(run), **arguments})
+    return export_policy(args).path
+
+
+def load_policy(path: str | Path, checkpoint: str | None = None):
+    """A trained policy as a callable: numpy observation ([obs_dim] or [batch, obs_dim]) in, the
+    deterministic action (numpy, clipped to the action bounds) out.
+
+    `path` is a run directory (its checkpoints/last.pt, or `checkpoint`), a checkpoint file, or an
+    exported TorchScript (.pt) or ONNX (.onnx) file.
+    """
+    from ppo_control.loaded_policy import load_policy as load
+
+    return load(Path(path), checkpoint)
+
+
+def list_tasks():
+    """The built-in tasks with their env id, observation and action sizes."""
+    from ppo_control.tasks import list_tasks as tasks
+
+    return tasks()

@@ -1,0 +1,64 @@
+"""python -m ppo_control.tasks: one row per task file, with the env's real sizes and control period."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import ROOT, run_module
+from ppo_control.config import available_tasks
+from ppo_control.tasks import TaskInfo, list_tasks, task_info
+
+# name: (env id, obs dim, action dim, dt) of Gymnasium's MuJoCo v5 envs with default kwargs
+EXPECTED = {
+    "Ant": ("Ant-v5", 105, 8, 0.05),
+    "HalfCheetah": ("HalfCheetah-v5", 17, 6, 0.05),
+    "Hopper": ("Hopper-v5", 11, 3, 0.008),
+    "Humanoid": ("Humanoid-v5", 348, 17, 0.015),
+    "HumanoidStandup": ("HumanoidStandup-v5", 348, 17, 0.015),
+    "InvertedDoublePendulum": ("InvertedDoublePendulum-v5", 9, 1, 0.05),
+    "InvertedPendulum": ("InvertedPendulum-v5", 4, 1, 0.04),
+    "Pusher": ("Pusher-v5", 23, 7, 0.05),
+    "Reacher": ("Reacher-v5", 10, 2, 0.02),
+    "Swimmer": ("Swimmer-v5", 8, 2, 0.04),
+    "Walker2d": ("Walker2d-v5", 17, 6, 0.008),
+}
+
+
+def test_list_tasks_describes_every_task_file():
+    infos = list_tasks()
+    assert all(isinstance(i, TaskInfo) for i in infos)
+    assert [i.name for i in infos] == available_tasks() == sorted(p.stem for p in (ROOT / "tasks").glob("*.yaml"))
+    assert len(infos) == 11
+    got = {i.name: (i.env_id, i.obs_dim, i.action_dim, i.dt) for i in infos}
+    assert got.keys() == EXPECTED.keys()
+    for name, (env_id, obs_dim, action_dim, dt) in EXPECTED.items():
+        assert got[name][:3] == (env_id, obs_dim, action_dim), name
+        assert got[name][3] == pytest.approx(dt), name
+
+
+def test_tasks_command_prints_one_row_per_task(tmp_path):
+    result = run_module("ppo_control.tasks", cwd=tmp_path)  # any working directory
+    assert result.returncode == 0, result.stderr
+    header, *rows = result.stdout.splitlines()
+    assert header.split()[:4] == ["task", "env", "id", "obs"]
+    table = {cells[0]: cells[1:] for cells in (row.split() for row in rows)}
+    assert list(table) == available_tasks()
+    assert table["HalfCheetah"] == ["HalfCheetah-v5", "17", "6", "0.05"]
+    assert table["Hopper"] == ["Hopper-v5", "11", "3", "0.008"]
+    for name, (env_id, obs_dim, action_dim, _) in EXPECTED.items():
+        assert table[name][:3] == [env_id, str(obs_dim), str(action_dim)]
+
+
+@pytest.mark.parametrize("args", [["Hopper"], ["task=Hopper"], ["--help"]])
+def test_tasks_command_rejects_arguments_in_one_line(args):
+    result = run_module("ppo_control.tasks", *args)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("error: tasks: takes no arguments") and result.stderr.count("\n") == 1
+
+
+def test_task_info_builds_the_env_with_the_task_kwargs(tmp_path):
+    task = tmp_path / "CheetahWithX.yaml"
+    task.write_text("env:\n  id: HalfCheetah-v5\n  kwargs:\n    exclude_current_positions_from_observation: false\n")
+    info = task_info(str(task))
+    assert (info.name, info.env_id, info.obs_dim, info.action_dim) == ("CheetahWithX", "HalfCheetah-v5", 18, 6)
