@@ -35,3 +35,7 @@ _choose_headless_gl()
 _passive_openmp_waits()
 
 __version__ = "0.1.0"
+
+from ppo_control.errors import UserError  # noqa: E402  (the one exception the API raises for bad input)
+
+__all__ = ["UserError", "__version__"]

@@ -18,7 +18,7 @@ from ppo_control.envs import StepResult, VecEnv
 from ppo_control.errors import NonFiniteError
 from ppo_control.normalization import RewardScaler
 from ppo_control.policy import ActorCritic
-from ppo_control.rollout import RolloutStorage
+from ppo_control.storage import RolloutStorage
 
 
 @dataclass

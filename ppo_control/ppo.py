@@ -14,7 +14,7 @@ from torch import nn
 
 from ppo_control.distributed import Distributed
 from ppo_control.errors import NonFiniteError
-from ppo_control.rollout import RolloutStorage
+from ppo_control.storage import RolloutStorage
 
 MIN_ADAPTIVE_LR, MAX_ADAPTIVE_LR = 1e-6, 1e-2
 

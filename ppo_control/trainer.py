@@ -160,43 +160,46 @@ class Trainer:
     def train(self, max_updates: int | None = None) -> dict[str, Any]:
         """Train to total_steps. Stops early, with a checkpoint, after `max_updates` updates of this
         call or on SIGINT/SIGTERM (a second SIGINT stops at once). Returns the last evaluation."""
+        with self.stop:  # until the envs and files are closed: a second Ctrl-C is handled throughout
+            try:
+                return self._loop(max_updates)
+            finally:
+                self.close()
+
+    def _loop(self, max_updates: int | None) -> dict[str, Any]:
         cfg, progress = self.cfg, self.progress
         next_eval = self._next_multiple(cfg.eval.every_steps)
         next_checkpoint = self._next_multiple(cfg.checkpoint.every_steps)
         self._announce()
         final: dict[str, Any] = {}
         updates_this_call = 0
-        try:
-            with self.stop:
-                while progress.step < cfg.total_steps:
-                    row = self.train_one_update()
-                    updates_this_call += 1
-                    finished = progress.step >= cfg.total_steps
-                    if finished or (next_eval is not None and progress.step >= next_eval):
-                        if self.dist.is_main:
-                            final = self.evaluate()  # the last update always gets one
-                            row.update(final)
-                        next_eval = self._next_multiple(cfg.eval.every_steps)
-                    self.logger.log(row)  # before any checkpoint of this step, so a resume finds its row
-                    self.logger.progress(row, progress.update, force=finished)
+        while progress.step < cfg.total_steps:
+            row = self.train_one_update()
+            updates_this_call += 1
+            finished = progress.step >= cfg.total_steps
+            if finished or (next_eval is not None and progress.step >= next_eval):
+                if self.dist.is_main:
+                    final = self.evaluate()  # the last update always gets one
+                    row.update(final)
+                next_eval = self._next_multiple(cfg.eval.every_steps)
+            self.logger.log(row)  # before any checkpoint of this step, so a resume finds its row
+            self.logger.progress(row, progress.update, force=finished)
 
-                    periodic = next_checkpoint is not None and progress.step >= next_checkpoint
-                    if periodic:
-                        next_checkpoint = self._next_multiple(cfg.checkpoint.every_steps)
-                    stopping, save_due = self._decide_together(max_updates is not None and updates_this_call >= max_updates)
-                    if periodic or finished or stopping or save_due:
-                        self.save_checkpoint(periodic=periodic)
-                    if stopping and not finished:
-                        self._say(f"stopped at step {progress.step:,}; checkpoint saved. Resume with:\n  {self._resume_command()}")
-                        return final
-            if updates_this_call == 0:
-                self._say(f"run already at step {progress.step:,} >= total_steps={cfg.total_steps:,}; pass total_steps=N to train longer")
-            else:
-                self._say(f"done: eval return {final.get('eval_return', float('nan')):.1f} +- "
-                          f"{final.get('eval_return_std', float('nan')):.1f}; run saved in {self.run.path}")
-            return final
-        finally:
-            self.close()
+            periodic = next_checkpoint is not None and progress.step >= next_checkpoint
+            if periodic:
+                next_checkpoint = self._next_multiple(cfg.checkpoint.every_steps)
+            stopping, save_due = self._decide_together(max_updates is not None and updates_this_call >= max_updates)
+            if periodic or finished or stopping or save_due:
+                self.save_checkpoint(periodic=periodic)
+            if stopping and not finished:
+                self._say(f"stopped at step {progress.step:,}; checkpoint saved. Resume with:\n  {self._resume_command()}")
+                return final
+        if updates_this_call == 0:
+            self._say(f"run already at step {progress.step:,} >= total_steps={cfg.total_steps:,}; pass total_steps=N to train longer")
+        else:
+            self._say(f"done: eval return {final.get('eval_return', float('nan')):.1f} +- "
+                      f"{final.get('eval_return_std', float('nan')):.1f}; run saved in {self.run.path}")
+        return final
 
     def train_one_update(self) -> dict[str, Any]:
         """Collect one rollout, update the policy and the normalizer; returns the update's metrics row."""

@@ -2,7 +2,7 @@
 
 import torch
 
-from ppo_control.rollout import compute_gae
+from ppo_control.storage import compute_gae
 
 GAMMA, LAMBDA = 0.5, 0.5
 
