@@ -2,18 +2,28 @@
 
 Headless rendering needs an OpenGL platform: MUJOCO_GL=egl (set by default in ppo_control/__init__,
 works on CPU-only machines with Mesa) or MUJOCO_GL=osmesa as a fallback.
+
+Rendering only reads the simulation: the env that is recorded is built exactly like an evaluation
+env (no render mode, same wrappers), frames are drawn from its model and data by a renderer of our
+own, and every change made for the video (camera, floor, overlay) is made to the visual scene or to
+the finished frame. The video's episode is therefore the evaluation's episode, step for step.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 
 import gymnasium as gym
 import imageio
+import mujoco
 import numpy as np
 import torch
 from omegaconf import OmegaConf
+from PIL import Image, ImageDraw, ImageFont
 
 from ppo_control.checkpoint import atomic_write
 from ppo_control.envs import make_env_factory
@@ -21,7 +31,11 @@ from ppo_control.errors import UserError
 from ppo_control.policy import ActorCritic
 
 GL_BACKENDS = ("egl", "osmesa")
+GL_MODULES = ("egl", "osmesa", "glfw")  # MUJOCO_GL values that name a mujoco.<name> GLContext module
 MAX_VIDEO_STEPS = 10_000  # an env without a time limit still gets a finite video
+MAX_SCENE_GEOMS = 10_000
+
+Frames = Callable[[], np.ndarray]
 
 
 def video_directory(video_root: str | Path, task: str, run_name: str) -> Path:
@@ -38,56 +52,269 @@ def video_path(directory: Path, step: int, episode: int) -> Path:
     return path
 
 
-def _follow_robot(env: gym.Env) -> None:
-    """Keep the camera on the robot. Gymnasium renders rgb_array frames through a free camera that
-    stays where the episode started, so a running HalfCheetah leaves the frame within seconds; move
-    the camera's look-at point (x, y) to the root body, keeping the task's own height and angle."""
-    base = env.unwrapped
-    viewer = getattr(getattr(base, "mujoco_renderer", None), "viewer", None)
-    if viewer is not None and base.model.nbody > 1:
-        viewer.cam.lookat[:2] = base.data.xpos[1][:2]
+# --- the floor ----------------------------------------------------------------------------------
+def texture_period(size: float, texrepeat: float, texuniform: bool) -> float:
+    """World length of one repeat of a plane's 2D texture along one axis (0: no repeat).
+
+    MuJoCo maps the texture with s = texrepeat * x / (2 * size) on a plane of half-size `size`:
+    texrepeat repeats over the plane's full width. With texuniform (and for an infinite plane,
+    size 0) the size drops out and the texture repeats texrepeat times per 2 length units.
+    """
+    if texrepeat <= 0:
+        return 0.0
+    if texuniform or size <= 0:
+        return 2.0 / texrepeat
+    return 2.0 * size / texrepeat
 
 
-def _make_render_env(env_cfg, width: int, height: int) -> gym.Env:
-    """A single env that renders rgb_array frames, falling back from EGL to OSMesa once."""
+def snap_to_period(displacement: np.ndarray, period: np.ndarray) -> np.ndarray:
+    """The whole multiple of `period` nearest to `displacement`, per axis (no shift where period is 0).
+    Moving a textured plane by this leaves its pattern exactly where it was in the world."""
+    displacement, period = np.asarray(displacement, dtype=np.float64), np.asarray(period, dtype=np.float64)
+    safe = np.where(period > 0, period, 1.0)
+    return np.where(period > 0, np.round(displacement / safe) * safe, 0.0)
+
+
+def floor_periods(model: mujoco.MjModel) -> dict[int, np.ndarray]:
+    """{geom id: texture period along the plane's x and y} of the floors: planes of the world body
+    with a 2D-textured material. Untextured planes (Reacher's arena, Pusher's table) are objects of
+    a fixed size, not a ground to extend, and stay where they are."""
+    periods = {}
+    rgb_role = int(mujoco.mjtTextureRole.mjTEXROLE_RGB)
+    for g in range(model.ngeom):
+        mat = model.geom_matid[g]
+        if model.geom_type[g] != mujoco.mjtGeom.mjGEOM_PLANE or model.geom_bodyid[g] != 0 or mat < 0:
+            continue
+        tex = model.mat_texid[mat, rgb_role]
+        if tex < 0 or model.tex_type[tex] != mujoco.mjtTexture.mjTEXTURE_2D:
+            continue
+        uniform = bool(model.mat_texuniform[mat])
+        period = [texture_period(float(model.geom_size[g, k]), float(model.mat_texrepeat[mat, k]), uniform) for k in range(2)]
+        if min(period) > 0:
+            periods[g] = np.array(period)
+    return periods
+
+
+def recentre_floors(scene: mujoco.MjvScene, periods: dict[int, np.ndarray], target: np.ndarray) -> np.ndarray:
+    """Move each floor's drawing under `target` (world xyz) in whole texture periods along the
+    plane's own axes; returns the world shift of the last floor moved (zero if none). Only the
+    scene is changed: the physics plane is infinite and never moves."""
+    moved = np.zeros(3)
+    for i in range(scene.ngeom):
+        geom = scene.geoms[i]
+        period = periods.get(geom.objid) if geom.objtype == mujoco.mjtObj.mjOBJ_GEOM else None
+        if period is None:
+            continue
+        axes = geom.mat.reshape(3, 3)[:, :2].astype(np.float64)  # the plane's x and y axes in world coordinates
+        moved = axes @ snap_to_period(axes.T @ (np.asarray(target, dtype=np.float64) - geom.pos), period)
+        geom.pos[:] = geom.pos + moved
+        if hasattr(geom, "castshadow"):  # nothing lies under a floor; its self-shadow only shows as acne
+            geom.castshadow = 0
+    return moved
+
+
+def move_world_lights(scene: mujoco.MjvScene, model: mujoco.MjModel, shift: np.ndarray) -> None:
+    """Move the world's directional lights with the floor: such a light shines the same everywhere,
+    but its shadow map covers only a region around its position, so far from the origin the robot
+    would lose its shadow."""
+    for i in range(scene.nlight):
+        light = scene.lights[i]
+        if (not light.headlight and 0 <= light.id < model.nlight and model.light_bodyid[light.id] == 0
+                and light.type == mujoco.mjtLightType.mjLIGHT_DIRECTIONAL):
+            light.pos[:] = light.pos + shift
+
+
+# --- frames -------------------------------------------------------------------------------------
+def _gl_context(backend: str, width: int, height: int):
+    if backend not in GL_MODULES:
+        raise ValueError(f"unknown OpenGL platform '{backend}'")
+    if backend in GL_BACKENDS:
+        os.environ["PYOPENGL_PLATFORM"] = backend  # PyOpenGL must use the same platform
+    return importlib.import_module(f"mujoco.{backend}").GLContext(width, height)
+
+
+def _task_camera(base: gym.Env) -> mujoco.MjvCamera:
+    """The camera Gymnasium's own rgb_array rendering uses: a free camera on the middle of the
+    scene at the model's extent, then the task's default_camera_config; or the task's fixed camera
+    when the env was made with camera_id / camera_name."""
+    camera = mujoco.MjvCamera()
+    renderer = getattr(base, "mujoco_renderer", None)
+    fixed = getattr(renderer, "camera_id", None)
+    if fixed is not None and fixed >= 0:
+        camera.type, camera.fixedcamid = mujoco.mjtCamera.mjCAMERA_FIXED, fixed
+        return camera
+    camera.type, camera.fixedcamid = mujoco.mjtCamera.mjCAMERA_FREE, -1
+    camera.lookat[:] = np.median(base.data.geom_xpos, axis=0)
+    camera.distance = base.model.stat.extent
+    for key, value in (getattr(renderer, "default_cam_config", None) or {}).items():
+        if isinstance(value, np.ndarray):
+            getattr(camera, key)[:] = value
+        else:
+            setattr(camera, key, value)
+    return camera
+
+
+def _follow_robot(camera: mujoco.MjvCamera, data: mujoco.MjData) -> None:
+    """Keep the camera on the robot: a free camera would stay where the episode started, and a
+    running HalfCheetah leaves the frame within seconds. Only the look-at point's (x, y) moves to
+    the root body; the task's height, distance and angle stay."""
+    if camera.type == mujoco.mjtCamera.mjCAMERA_FREE and len(data.xpos) > 1:
+        camera.lookat[:2] = data.xpos[1][:2]
+
+
+class MujocoFrames:
+    """RGB frames of a MuJoCo env's current state, drawn offscreen without touching its model or data.
+
+    The camera follows the robot, and the floor is drawn under it for the whole episode (a task's
+    floor is drawn only some tens of metres each way; a fast policy leaves it within seconds).
+    """
+
+    def __init__(self, env: gym.Env, width: int, height: int, backend: str, floor: bool = True):
+        base = env.unwrapped
+        self.model, self.data = base.model, base.data
+        self._gl = _gl_context(backend, width, height)
+        try:
+            self._gl.make_current()
+            self._context = mujoco.MjrContext(self.model, mujoco.mjtFontScale.mjFONTSCALE_100)
+            mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._context)
+            if self._context.offWidth < width or self._context.offHeight < height:
+                mujoco.mjr_resizeOffscreen(width, height, self._context)  # rather than edit the model's offwidth
+        except BaseException:
+            self._gl.free()
+            raise
+        self._viewport = mujoco.MjrRect(0, 0, width, height)
+        self.scene = mujoco.MjvScene(self.model, maxgeom=MAX_SCENE_GEOMS)
+        self._option, self._perturb = mujoco.MjvOption(), mujoco.MjvPerturb()
+        self.camera = _task_camera(base)
+        self.floor_periods = floor_periods(self.model) if floor else {}
+        self._pixels = np.empty((height, width, 3), dtype=np.uint8)
+
+    def __call__(self) -> np.ndarray:
+        self._gl.make_current()
+        _follow_robot(self.camera, self.data)
+        mujoco.mjv_updateScene(self.model, self.data, self._option, self._perturb, self.camera,
+                               mujoco.mjtCatBit.mjCAT_ALL, self.scene)
+        if self.floor_periods and self.model.nbody > 1:
+            shift = recentre_floors(self.scene, self.floor_periods, self.data.xpos[1])
+            move_world_lights(self.scene, self.model, shift)
+        mujoco.mjr_render(self._viewport, self.scene, self._context)
+        mujoco.mjr_readPixels(self._pixels, None, self._viewport, self._context)
+        return np.ascontiguousarray(self._pixels[::-1])  # OpenGL's rows run bottom-up
+
+    def close(self) -> None:
+        if self._gl is not None:
+            self._gl.make_current()
+            self._context.free()
+            self._gl.free()
+            self._gl = None
+
+
+def _is_mujoco(env: gym.Env) -> bool:
+    model, data = getattr(env.unwrapped, "model", None), getattr(env.unwrapped, "data", None)
+    return isinstance(model, mujoco.MjModel) and isinstance(data, mujoco.MjData)
+
+
+def _make_render_env(env_cfg, width: int, height: int) -> tuple[gym.Env, Frames]:
+    """The env to record, built as evaluation builds it, and its frame source: our MuJoCo renderer
+    (falling back from EGL to OSMesa once), or Gymnasium's rgb_array rendering for other envs."""
+    kwargs = OmegaConf.to_container(env_cfg.kwargs) if env_cfg.kwargs else {}
+    env = make_env_factory(str(env_cfg.id), kwargs, env_cfg.max_episode_steps)()
+    env.reset(seed=0)
+    if not _is_mujoco(env):
+        env.close()
+        env = make_env_factory(str(env_cfg.id), kwargs | {"width": width, "height": height}, env_cfg.max_episode_steps,
+                               render_mode="rgb_array")()
+        env.reset(seed=0)
+        return env, env.render
     errors = []
     current = os.environ.get("MUJOCO_GL", "egl")
     for backend in [current] + [b for b in GL_BACKENDS if b != current]:
         os.environ["MUJOCO_GL"] = backend
-        if backend in GL_BACKENDS:
-            os.environ["PYOPENGL_PLATFORM"] = backend  # PyOpenGL must use the same platform
-        kwargs = (OmegaConf.to_container(env_cfg.kwargs) if env_cfg.kwargs else {}) | {"width": width, "height": height}
-        env = None
+        frames = None
         try:
-            env = make_env_factory(str(env_cfg.id), kwargs, env_cfg.max_episode_steps, render_mode="rgb_array")()
-            env.reset(seed=0)
-            env.render()
-            return env
+            frames = MujocoFrames(env, width, height, backend)
+            frames()
+            return env, frames
         except Exception as exc:  # GL platform errors come as several exception types
-            if env is not None:
-                env.close()
+            if frames is not None:
+                frames.close()
             errors.append(f"MUJOCO_GL={backend}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    env.close()
     raise UserError(
         "offscreen rendering failed (" + "; ".join(errors) + "). Install EGL (libegl1) or OSMesa (libosmesa6) "
         "and set MUJOCO_GL=egl or MUJOCO_GL=osmesa (PYOPENGL_PLATFORM to the same value)"
     )
 
 
-def _record_episode(env: gym.Env, policy: ActorCritic, path: Path, seed: int, fps: int, device) -> None:
-    """One episode of the deterministic policy, frames streamed into the H.264 encoder."""
+# --- overlay ------------------------------------------------------------------------------------
+@lru_cache(maxsize=8)
+def _overlay_font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    """A monospaced font (digits do not jitter from frame to frame): matplotlib's DejaVu Sans Mono,
+    else Pillow's built-in font."""
+    try:
+        import matplotlib
+
+        return ImageFont.truetype(str(Path(matplotlib.get_data_path()) / "fonts/ttf/DejaVuSansMono-Bold.ttf"), size)
+    except (ImportError, OSError):
+        return ImageFont.load_default(size)
+
+
+def draw_overlay(frame: np.ndarray, time_s: float, step: int, episode_return: float) -> np.ndarray:
+    """Time, step and running return, white on a darkened box in the top-left corner of `frame`."""
+    height, width = frame.shape[:2]
+    font = _overlay_font(max(8, min(height // 26, width // 30)))
+    values = (f"{time_s:.2f} s", f"{step}", f"{episode_return:.1f}")
+    column = max(8, *map(len, values))  # right-aligned in a column wide enough for a whole episode
+    text = "\n".join(f"{label:<6} {value:>{column}}" for label, value in zip(("time", "step", "return"), values))
+    margin = max(2, height // 100)
+    image = Image.fromarray(frame)
+    draw = ImageDraw.Draw(image)
+    left, top, right, bottom = draw.multiline_textbbox((2 * margin, 2 * margin), text, font=font, spacing=margin)
+    box = (max(0, left - margin), max(0, top - margin), min(width, right + margin), min(height, bottom + margin))
+    image.paste(Image.eval(image.crop(box), lambda v: v // 3), box)  # dark enough for white text on any floor
+    draw.multiline_text((2 * margin, 2 * margin), text, font=font, fill=(255, 255, 255), spacing=margin)
+    return np.asarray(image)
+
+
+# --- episodes -----------------------------------------------------------------------------------
+def record_episode(
+    env: gym.Env,
+    frames: Frames,
+    policy: ActorCritic,
+    path: Path,
+    seed: int,
+    fps: int,
+    device: torch.device | str = "cpu",
+    overlay: bool = True,
+) -> tuple[float, int]:
+    """One episode of the deterministic policy, frames streamed into the H.264 encoder; returns
+    the episode's raw return and length.
+
+    The steps are those of `evaluate_policy` with one env: the same batch-of-one policy call, the
+    same action clipping, the return summed the same way (float32 rewards into a float64 sum), so a
+    video's numbers are the evaluation's.
+    """
     obs, _ = env.reset(seed=seed)
+    low, high = env.action_space.low.reshape(-1), env.action_space.high.reshape(-1)
+    dt = float(getattr(env.unwrapped, "dt", 1.0 / fps))
+    episode_return, length = 0.0, 0
     with imageio.get_writer(path, fps=fps, codec="libx264", macro_block_size=2, ffmpeg_log_level="error") as writer:
-        _follow_robot(env)
-        writer.append_data(env.render())
+        def write_frame() -> None:
+            frame = frames()
+            writer.append_data(draw_overlay(frame, length * dt, length, episode_return) if overlay else frame)
+
+        write_frame()
         for _ in range(MAX_VIDEO_STEPS):
             with torch.inference_mode():
-                obs_t = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=device)
-                action = policy.deterministic_action(obs_t).cpu().numpy()
-            obs, _, terminated, truncated, _ = env.step(action)
-            _follow_robot(env)
-            writer.append_data(env.render())
+                obs_t = torch.as_tensor(np.asarray(obs, dtype=np.float32).reshape(1, -1), device=device)
+                action = policy.deterministic_action(obs_t).cpu().numpy()[0]
+            obs, reward, terminated, truncated, _ = env.step(np.clip(action, low, high))
+            episode_return += float(np.float32(reward))
+            length += 1
+            write_frame()
             if terminated or truncated:
                 break
+    return episode_return, length
 
 
 def record_videos(
@@ -101,24 +328,28 @@ def record_videos(
     height: int,
     fps: int | None = None,
     device: torch.device | str = "cpu",
+    overlay: bool = True,
 ) -> list[Path]:
     """Record `episodes` episodes of the deterministic policy; returns the mp4 paths.
 
     Frames are streamed into the encoder (a 1000-step episode would not fit in memory as frames);
-    each file is written atomically, so a video on disk is always complete.
+    each file is written atomically, so a video on disk is always complete. `overlay` draws time,
+    step and running return in a corner of each frame.
     """
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create video directory '{directory}': {exc.strerror}") from None
-    env = _make_render_env(env_cfg, width, height)
+    env, frames = _make_render_env(env_cfg, width, height)
     fps = fps or int(round(env.metadata.get("render_fps", 30)))
     paths = []
     try:
         for episode in range(episodes):
             path = video_path(directory, step, episode)
-            atomic_write(path, lambda tmp: _record_episode(env, policy, tmp, seed + episode, fps, device))
+            atomic_write(path, lambda tmp, s=seed + episode: record_episode(env, frames, policy, tmp, s, fps, device, overlay))
             paths.append(path)
     finally:
+        if isinstance(frames, MujocoFrames):
+            frames.close()
         env.close()
     return paths
