@@ -19,9 +19,10 @@ import signal
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = ROOT / "benchmarks"
@@ -71,7 +72,7 @@ def parse_args(argv: Sequence[str], defaults: dict[str, Any], usage: str) -> dic
             args[key] = _parse_value(value, defaults[key])
         except ValueError as exc:
             print(f"{key}={value!r}: {exc}", file=sys.stderr)
-            raise SystemExit(2)
+            raise SystemExit(2) from None
     return args
 
 
@@ -92,9 +93,14 @@ class Measured:
         return asdict(self)
 
 
-def run_measured(cmd: Sequence[str], log_path: Path, stop_after_s: float | None = None,
-                 grace_s: float = 600.0, env: dict[str, str] | None = None,
-                 ok_codes: Sequence[int] = (0,)) -> Measured:
+def run_measured(
+    cmd: Sequence[str],
+    log_path: Path,
+    stop_after_s: float | None = None,
+    grace_s: float = 600.0,
+    env: dict[str, str] | None = None,
+    ok_codes: Sequence[int] = (0,),
+) -> Measured:
     """Run `cmd` (cwd = repository root), stdout+stderr to `log_path`; measure it by `os.wait4`.
 
     With `stop_after_s`, SIGINT is sent that many seconds after launch; after `grace_s` more
@@ -127,18 +133,36 @@ def run_measured(cmd: Sequence[str], log_path: Path, stop_after_s: float | None 
     allowed = set(ok_codes) | ({130, -signal.SIGINT} if interrupted else set())
     if proc.returncode not in allowed:
         tail = "".join(Path(log_path).read_text(errors="replace").splitlines(keepends=True)[-30:])
-        print(f"command failed with exit status {proc.returncode}: {' '.join(cmd)}\n--- last lines of {log_path} ---\n{tail}",
-              file=sys.stderr)
+        print(
+            f"command failed with exit status {proc.returncode}: {' '.join(cmd)}\n--- last lines of {log_path} ---\n{tail}", file=sys.stderr
+        )
         raise SystemExit(1)
-    return Measured(proc.returncode, launch, wall, usage.ru_maxrss / 1024.0,  # Linux: KiB
-                    usage.ru_utime + usage.ru_stime, interrupted, str(log_path), load_before)
+    return Measured(
+        proc.returncode,
+        launch,
+        wall,
+        usage.ru_maxrss / 1024.0,  # Linux: KiB
+        usage.ru_utime + usage.ru_stime,
+        interrupted,
+        str(log_path),
+        load_before,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Our trainer
 def ours_command(task: str, seed: int, run_dir: Path, overrides: Sequence[str] = ()) -> list[str]:
-    return [sys.executable, "-m", "ppo_control.train", f"task={task}", f"seed={seed}", f"run_dir={run_dir}",
-            "checkpoint.every_steps=0", "log.every_updates=1000", *overrides]
+    return [
+        sys.executable,
+        "-m",
+        "ppo_control.train",
+        f"task={task}",
+        f"seed={seed}",
+        f"run_dir={run_dir}",
+        "checkpoint.every_steps=0",
+        "log.every_updates=1000",
+        *overrides,
+    ]
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
@@ -159,8 +183,12 @@ def ours_steps_per_second(rows: list[dict[str, Any]]) -> dict[str, float]:
     steps = sum(r["steps_this_update"] for r in later)
     seconds = sum(r["steps_this_update"] / r["sps"] for r in later)
     wall = rows[-1]["time"] - rows[0]["time"]
-    return {"sps": steps / seconds, "sps_wall": steps / wall if wall > 0 else float("nan"),
-            "steps_measured": steps, "updates_measured": len(later)}
+    return {
+        "sps": steps / seconds,
+        "sps_wall": steps / wall if wall > 0 else float("nan"),
+        "steps_measured": steps,
+        "updates_measured": len(later),
+    }
 
 
 def resolved_config(run_dir: Path) -> dict[str, Any]:
@@ -186,8 +214,11 @@ def versions() -> dict[str, Any]:
     """Library versions and the machine, for the results file (imports are cheap by then)."""
     from importlib import metadata
 
-    out: dict[str, Any] = {"python": platform.python_version(), "platform": platform.platform(),
-                           "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()}
+    out: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+    }
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

@@ -44,8 +44,13 @@ def main(argv: list[str]) -> int:
     args = dict(a.split("=", 1) for a in argv)
     out = Path(args.get("out", "cuda_check")) / time.strftime("%Y%m%d-%H%M%S")  # fresh run dirs every time
     out.mkdir(parents=True)
-    results: dict[str, dict] = {"env": {"torch": torch.__version__, "cuda": torch.cuda.is_available(),
-                                        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}}
+    results: dict[str, dict] = {
+        "env": {
+            "torch": torch.__version__,
+            "cuda": torch.cuda.is_available(),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        }
+    }
     print(json.dumps(results["env"]), flush=True)
 
     def record(name: str, ok: bool, **info) -> None:
@@ -55,11 +60,25 @@ def main(argv: list[str]) -> int:
 
     common = ["eval.episodes=5", "checkpoint.every_steps=0", "log.every_updates=1000"]
     pendulum = out / "pendulum_cuda"
-    rc, log, seconds = run("-m", "ppo_control.train", "task=InvertedPendulum", "device=cuda", "total_steps=32768",
-                           "eval.every_steps=0", *common, f"run_dir={pendulum}")
+    rc, log, seconds = run(
+        "-m",
+        "ppo_control.train",
+        "task=InvertedPendulum",
+        "device=cuda",
+        "total_steps=32768",
+        "eval.every_steps=0",
+        *common,
+        f"run_dir={pendulum}",
+    )
     final = (metrics(pendulum) or [{}])[-1] if (pendulum / "metrics.jsonl").exists() else {}
-    record("1_train_cuda_learns", rc == 0 and final.get("eval_return", 0) >= 950, rc=rc, seconds=round(seconds, 1),
-           eval_return=final.get("eval_return"), tail=log[-600:] if rc else "")
+    record(
+        "1_train_cuda_learns",
+        rc == 0 and final.get("eval_return", 0) >= 950,
+        rc=rc,
+        seconds=round(seconds, 1),
+        eval_return=final.get("eval_return"),
+        tail=log[-600:] if rc else "",
+    )
 
     try:
         state = torch.load(pendulum / "checkpoints" / "last.pt", map_location="cpu", weights_only=True)
@@ -91,14 +110,26 @@ def main(argv: list[str]) -> int:
     rc, log, seconds = run(*torchrun, "--nproc_per_node=1", *train, f"run_dir={dist_dir}")
     record("6a_torchrun_1_rank_cuda", rc == 0, rc=rc, seconds=round(seconds, 1), tail=log[-800:] if rc else "")
     rc, log, _ = run(*torchrun, f"--nproc_per_node={torch.cuda.device_count() + 1}", *train, f"run_dir={out / 'too_many'}")
-    record("6b_more_ranks_than_gpus_refused", rc != 0 and "needs its own GPU" in log, rc=rc,
-           message=[line for line in log.splitlines() if "needs its own GPU" in line][:1])
+    record(
+        "6b_more_ranks_than_gpus_refused",
+        rc != 0 and "needs its own GPU" in log,
+        rc=rc,
+        message=[line for line in log.splitlines() if "needs its own GPU" in line][:1],
+    )
 
     speed = {}
     for device in ("cuda", "cpu"):
         run_dir = out / f"halfcheetah_{device}"
-        rc, log, _ = run("-m", "ppo_control.train", "task=HalfCheetah", f"device={device}", "total_steps=61440",
-                         "eval.every_steps=0", *common, f"run_dir={run_dir}")
+        rc, log, _ = run(
+            "-m",
+            "ppo_control.train",
+            "task=HalfCheetah",
+            f"device={device}",
+            "total_steps=61440",
+            "eval.every_steps=0",
+            *common,
+            f"run_dir={run_dir}",
+        )
         speed[device] = round(steady_sps(run_dir)) if rc == 0 else None
     record("7_speed_halfcheetah", None not in speed.values(), steps_per_second=speed)
     return 0 if all(v.get("ok", True) for v in results.values()) else 1

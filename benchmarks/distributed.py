@@ -21,9 +21,22 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def measure(ranks: int, task: str, total_steps: int, device: str, run_dir: Path) -> float:
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}"] if ranks > 1 else [sys.executable]
-    cmd = [*launcher, "-m", "ppo_control.train", f"task={task}", f"total_steps={total_steps}", f"device={device}",
-           "eval.every_steps=0", "eval.episodes=1", "checkpoint.every_steps=0", "log.every_updates=1000", f"run_dir={run_dir}"]
+    launcher = (
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}"] if ranks > 1 else [sys.executable]
+    )
+    cmd = [
+        *launcher,
+        "-m",
+        "ppo_control.train",
+        f"task={task}",
+        f"total_steps={total_steps}",
+        f"device={device}",
+        "eval.every_steps=0",
+        "eval.episodes=1",
+        "checkpoint.every_steps=0",
+        "log.every_updates=1000",
+        f"run_dir={run_dir}",
+    ]
     subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     steps = sum(r["steps_this_update"] for r in rows[1:])
@@ -33,7 +46,12 @@ def measure(ranks: int, task: str, total_steps: int, device: str, run_dir: Path)
 
 def main(argv: list[str]) -> None:
     args = dict(a.split("=", 1) for a in argv)
-    task, total, repeats, device = args.get("task", "HalfCheetah"), int(args.get("total_steps", 65536)), int(args.get("repeats", 3)), args.get("device", "cpu")
+    task, total, repeats, device = (
+        args.get("task", "HalfCheetah"),
+        int(args.get("total_steps", 65536)),
+        int(args.get("repeats", 3)),
+        args.get("device", "cpu"),
+    )
     results: dict[str, list[float]] = {"1": [], "2": []}
     with tempfile.TemporaryDirectory() as tmp:
         for repeat in range(repeats):
@@ -42,8 +60,15 @@ def main(argv: list[str]) -> None:
                 results[str(ranks)].append(sps)
                 print(f"repeat {repeat}: {ranks} rank(s): {sps:,.0f} steps/s", flush=True)
     medians = {k: statistics.median(v) for k, v in results.items()}
-    summary = {"task": task, "total_steps": total, "device": device, "repeats": repeats, "steps_per_second": results,
-               "median": medians, "speedup_2_vs_1": medians["2"] / medians["1"]}
+    summary = {
+        "task": task,
+        "total_steps": total,
+        "device": device,
+        "repeats": repeats,
+        "steps_per_second": results,
+        "median": medians,
+        "speedup_2_vs_1": medians["2"] / medians["1"],
+    }
     out = ROOT / "benchmarks" / "results" / f"distributed-{device}.json"
     out.write_text(json.dumps(summary, indent=2) + "\n")
     print(f"\n| ranks | steps/s (median of {repeats}) |\n|---|---|")

@@ -5,7 +5,8 @@ batch, and the PPO update, for any config (same overrides as `ppo_control.train`
 
 The first update is a warm-up and is not counted. Env time is measured inside the VecEnv's step;
 "collect (rest)" is everything else in the rollout loop (inference, clipping, storage, reward
-scaling). It runs the trainer's own update (`Trainer.train_one_update`), timing its phases in place. Prints a table of seconds per update and per 1,000 steps.
+scaling). It runs the trainer's own update (`Trainer.train_one_update`), timing its phases in
+place. Prints a table of seconds per update and per 1,000 steps.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-
-import torch
 
 from ppo_control.config import compose
 from ppo_control.trainer import Trainer
@@ -61,9 +60,11 @@ def main(argv: list[str]) -> None:
     timings["collect (rest)"] = timings["collect (total)"] - timings["env step"]
     timings["gae + batch + normalizer"] = timings["whole update"] - timings["collect (total)"] - timings["ppo update"]
     total = timings["whole update"]
-    print(f"{cfg.task}: {cfg.env.backend} x{cfg.env.n_envs}, batch {steps}, {cfg.ppo.epochs} epochs x {cfg.ppo.minibatches} "
-          f"minibatches, torch threads {trainer.collect_threads} collecting / {trainer.update_threads} updating; {updates} updates")
-    print(f"| phase | s/update | s per 1k steps | share |\n|---|---|---|---|")
+    print(
+        f"{cfg.task}: {cfg.env.backend} x{cfg.env.n_envs}, batch {steps}, {cfg.ppo.epochs} epochs x {cfg.ppo.minibatches} "
+        f"minibatches, torch threads {trainer.collect_threads} collecting / {trainer.update_threads} updating; {updates} updates"
+    )
+    print("| phase | s/update | s per 1k steps | share |\n|---|---|---|---|")
     for name in ("env step", "collect (rest)", "gae + batch + normalizer", "ppo update"):
         print(f"| {name} | {timings[name] / updates:.3f} | {timings[name] / updates / steps * 1000:.4f} | {timings[name] / total:.0%} |")
     print(f"steps/s (without evaluation or checkpoints): {steps * updates / total:,.0f}")

@@ -89,11 +89,23 @@ def sb3_hyperparameters(hparams: str) -> dict[str, Any]:
         base = 3e-4
         return {
             "learning_rate": lambda progress_remaining: base * progress_remaining,  # linear to 0
-            "n_steps": 2048, "batch_size": 64, "n_epochs": 10, "gamma": 0.99, "gae_lambda": 0.95,
-            "clip_range": 0.2, "clip_range_vf": 0.2, "normalize_advantage": True, "ent_coef": 0.0,
-            "vf_coef": 0.5, "max_grad_norm": 0.5,
-            "policy_kwargs": {"net_arch": {"pi": [64, 64], "vf": [64, 64]}, "activation_fn": nn.Tanh,
-                              "ortho_init": True, "log_std_init": 0.0},
+            "n_steps": 2048,
+            "batch_size": 64,
+            "n_epochs": 10,
+            "gamma": 0.99,
+            "gae_lambda": 0.95,
+            "clip_range": 0.2,
+            "clip_range_vf": 0.2,
+            "normalize_advantage": True,
+            "ent_coef": 0.0,
+            "vf_coef": 0.5,
+            "max_grad_norm": 0.5,
+            "policy_kwargs": {
+                "net_arch": {"pi": [64, 64], "vf": [64, 64]},
+                "activation_fn": nn.Tanh,
+                "ortho_init": True,
+                "log_std_init": 0.0,
+            },
         }
     raise SystemExit(f"hparams={hparams!r} is not valid; choose default or paper")
 
@@ -102,21 +114,42 @@ def describe_hyperparameters(model) -> dict[str, Any]:
     """What the built PPO object actually uses (so the results file shows SB3's real defaults)."""
     policy = model.policy
     return {
-        "n_envs": model.n_envs, "n_steps": model.n_steps, "batch_size": model.batch_size, "n_epochs": model.n_epochs,
-        "learning_rate_at_start": float(model.lr_schedule(1.0)), "learning_rate_at_end": float(model.lr_schedule(0.0)),
-        "gamma": model.gamma, "gae_lambda": model.gae_lambda, "clip_range": float(model.clip_range(1.0)),
+        "n_envs": model.n_envs,
+        "n_steps": model.n_steps,
+        "batch_size": model.batch_size,
+        "n_epochs": model.n_epochs,
+        "learning_rate_at_start": float(model.lr_schedule(1.0)),
+        "learning_rate_at_end": float(model.lr_schedule(0.0)),
+        "gamma": model.gamma,
+        "gae_lambda": model.gae_lambda,
+        "clip_range": float(model.clip_range(1.0)),
         "clip_range_vf": None if model.clip_range_vf is None else float(model.clip_range_vf(1.0)),
-        "ent_coef": model.ent_coef, "vf_coef": model.vf_coef, "max_grad_norm": model.max_grad_norm,
-        "normalize_advantage": model.normalize_advantage, "target_kl": model.target_kl,
-        "net_arch": policy.net_arch, "activation_fn": policy.activation_fn.__name__, "ortho_init": policy.ortho_init,
-        "log_std_init": policy.log_std_init, "optimizer": type(policy.optimizer).__name__,
+        "ent_coef": model.ent_coef,
+        "vf_coef": model.vf_coef,
+        "max_grad_norm": model.max_grad_norm,
+        "normalize_advantage": model.normalize_advantage,
+        "target_kl": model.target_kl,
+        "net_arch": policy.net_arch,
+        "activation_fn": policy.activation_fn.__name__,
+        "ortho_init": policy.ortho_init,
+        "log_std_init": policy.log_std_init,
+        "optimizer": type(policy.optimizer).__name__,
         "optimizer_eps": policy.optimizer.defaults.get("eps"),
     }
 
 
-def train_sb3(env_id: str, hparams: str = "default", seed: int = 0, total_steps: int = 65536, n_envs: int = 1,
-              budget_s: float = 0.0, eval_every: int = 0, eval_episodes: int = 5,
-              launch_time: float | None = None, torch_threads: int = 0) -> dict[str, Any]:
+def train_sb3(
+    env_id: str,
+    hparams: str = "default",
+    seed: int = 0,
+    total_steps: int = 65536,
+    n_envs: int = 1,
+    budget_s: float = 0.0,
+    eval_every: int = 0,
+    eval_episodes: int = 5,
+    launch_time: float | None = None,
+    torch_threads: int = 0,
+) -> dict[str, Any]:
     """Train SB3 PPO and return the measurements described in the module docstring."""
     import numpy as np
     import torch
@@ -146,15 +179,28 @@ def train_sb3(env_id: str, hparams: str = "default", seed: int = 0, total_steps:
         def evaluate(self) -> None:
             started_unix, started = time.time(), time.perf_counter()
             if self.eval_env is None:
-                self.eval_env = VecNormalize(make_vec_env(env_id, n_envs=eval_episodes, seed=seed + EVAL_SEED_OFFSET),
-                                             training=False, norm_obs=True, norm_reward=False, gamma=gamma)
+                self.eval_env = VecNormalize(
+                    make_vec_env(env_id, n_envs=eval_episodes, seed=seed + EVAL_SEED_OFFSET),
+                    training=False,
+                    norm_obs=True,
+                    norm_reward=False,
+                    gamma=gamma,
+                )
             sync_envs_normalization(self.training_env, self.eval_env)
-            returns, lengths = evaluate_policy(self.model, self.eval_env, n_eval_episodes=eval_episodes,
-                                               deterministic=True, return_episode_rewards=True)
+            returns, lengths = evaluate_policy(
+                self.model, self.eval_env, n_eval_episodes=eval_episodes, deterministic=True, return_episode_rewards=True
+            )
             self.eval_seconds += time.perf_counter() - started
-            self.evals.append({"time_s": started_unix - launch, "step": int(self.num_timesteps),
-                               "eval_return": float(np.mean(returns)), "eval_return_std": float(np.std(returns)),
-                               "eval_length": float(np.mean(lengths)), "eval_seconds": time.perf_counter() - started})
+            self.evals.append(
+                {
+                    "time_s": started_unix - launch,
+                    "step": int(self.num_timesteps),
+                    "eval_return": float(np.mean(returns)),
+                    "eval_return_std": float(np.std(returns)),
+                    "eval_length": float(np.mean(lengths)),
+                    "eval_seconds": time.perf_counter() - started,
+                }
+            )
 
         def _on_rollout_start(self) -> None:
             self.rollout_starts.append((time.perf_counter(), int(self.num_timesteps)))
@@ -171,8 +217,9 @@ def train_sb3(env_id: str, hparams: str = "default", seed: int = 0, total_steps:
                 return False
             return True
 
-    env = VecNormalize(make_vec_env(env_id, n_envs=n_envs, seed=seed), norm_obs=True, norm_reward=True,
-                       clip_obs=10.0, clip_reward=10.0, gamma=gamma)
+    env = VecNormalize(
+        make_vec_env(env_id, n_envs=n_envs, seed=seed), norm_obs=True, norm_reward=True, clip_obs=10.0, clip_reward=10.0, gamma=gamma
+    )
     model = PPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
     recorder = Recorder()
     learn_start = time.perf_counter()
@@ -185,17 +232,34 @@ def train_sb3(env_id: str, hparams: str = "default", seed: int = 0, total_steps:
     steps = int(model.num_timesteps)
     starts = recorder.rollout_starts
     result: dict[str, Any] = {
-        "framework": "sb3", "env_id": env_id, "hparams": hparams, "seed": seed, "total_steps": total_steps,
-        "budget_s": budget_s, "eval_every": eval_every, "eval_episodes": eval_episodes,
-        "steps": steps, "iterations_started": len(starts), "stopped_by_budget": recorder.stopped_by_budget,
-        "startup_s": learn_start_unix - launch, "learn_s": learn_end - learn_start,
+        "framework": "sb3",
+        "env_id": env_id,
+        "hparams": hparams,
+        "seed": seed,
+        "total_steps": total_steps,
+        "budget_s": budget_s,
+        "eval_every": eval_every,
+        "eval_episodes": eval_episodes,
+        "steps": steps,
+        "iterations_started": len(starts),
+        "stopped_by_budget": recorder.stopped_by_budget,
+        "startup_s": learn_start_unix - launch,
+        "learn_s": learn_end - learn_start,
         "sps_total": steps / (learn_end - learn_start),
-        "sps": None, "sps_note": "first rollout+update excluded",
-        "eval_seconds": recorder.eval_seconds, "evals": recorder.evals,
+        "sps": None,
+        "sps_note": "first rollout+update excluded",
+        "eval_seconds": recorder.eval_seconds,
+        "evals": recorder.evals,
         "torch_threads": torch.get_num_threads(),
         "hyperparameters": describe_hyperparameters(model),
-        "vecnormalize": {"norm_obs": env.norm_obs, "norm_reward": env.norm_reward, "clip_obs": env.clip_obs,
-                         "clip_reward": env.clip_reward, "gamma": env.gamma, "epsilon": env.epsilon},
+        "vecnormalize": {
+            "norm_obs": env.norm_obs,
+            "norm_reward": env.norm_reward,
+            "clip_obs": env.clip_obs,
+            "clip_reward": env.clip_reward,
+            "gamma": env.gamma,
+            "epsilon": env.epsilon,
+        },
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "versions": versions(),
     }
@@ -214,15 +278,28 @@ def train_sb3(env_id: str, hparams: str = "default", seed: int = 0, total_steps:
 def main(argv: list[str]) -> None:
     args = parse_args(argv, DEFAULTS, USAGE)
     env_id = args["env_id"] or f"{args['task']}-v5"
-    result = train_sb3(env_id, args["hparams"], args["seed"], args["total_steps"], args["n_envs"], args["budget_s"],
-                       args["eval_every"], args["eval_episodes"], args["launch_time"] or None, args["torch_threads"])
+    result = train_sb3(
+        env_id,
+        args["hparams"],
+        args["seed"],
+        args["total_steps"],
+        args["n_envs"],
+        args["budget_s"],
+        args["eval_every"],
+        args["eval_episodes"],
+        args["launch_time"] or None,
+        args["torch_threads"],
+    )
     if args["out"]:
         write_json(Path(args["out"]), result)
     sps = f"{result['sps']:,.0f}" if result["sps"] else "n/a"
     last = result["evals"][-1]["eval_return"] if result["evals"] else float("nan")
-    print(f"sb3 {env_id} hparams={args['hparams']} seed={args['seed']}: {result['steps']:,} steps, {sps} steps/s "
-          f"(first iteration excluded), startup {result['startup_s']:.1f} s, peak RSS {result['peak_rss_mib']:.0f} MiB, "
-          f"{len(result['evals'])} evals (last {last:.1f})", flush=True)
+    print(
+        f"sb3 {env_id} hparams={args['hparams']} seed={args['seed']}: {result['steps']:,} steps, {sps} steps/s "
+        f"(first iteration excluded), startup {result['startup_s']:.1f} s, peak RSS {result['peak_rss_mib']:.0f} MiB, "
+        f"{len(result['evals'])} evals (last {last:.1f})",
+        flush=True,
+    )
     if not args["out"]:
         print(json.dumps({k: v for k, v in result.items() if k not in ("evals", "versions")}, indent=2))
 

@@ -46,8 +46,21 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (BENCH_DIR, RESULTS_DIR, markdown_table, median, ours_command, ours_steps_per_second,  # noqa: E402
-                    parse_args, read_metrics, rel, resolved_config, run_measured, versions, write_json)
+from common import (
+    BENCH_DIR,
+    RESULTS_DIR,
+    markdown_table,
+    median,
+    ours_command,
+    ours_steps_per_second,  # noqa: E402
+    parse_args,
+    read_metrics,
+    rel,
+    resolved_config,
+    run_measured,
+    versions,
+    write_json,
+)
 
 USAGE = __doc__
 DEFAULTS: dict[str, Any] = {
@@ -68,28 +81,53 @@ PAIRS = {  # name: (ours overrides, SB3 hparams, target ratio, description)
 
 
 def run_ours(task: str, seed: int, steps: int, overrides: list[str], run_dir: Path) -> dict[str, Any]:
-    cmd = ours_command(task, seed, run_dir, [f"total_steps={steps}", "device=cpu", "eval.every_steps=0",
-                                             "eval.episodes=1", *overrides])
+    cmd = ours_command(task, seed, run_dir, [f"total_steps={steps}", "device=cpu", "eval.every_steps=0", "eval.episodes=1", *overrides])
     measured = run_measured(cmd, run_dir.parent / f"{run_dir.name}.log")
     rows = read_metrics(run_dir)
     cfg = resolved_config(run_dir)
     env, ppo = cfg["env"], cfg["ppo"]
-    return {**ours_steps_per_second(rows), **measured.as_dict(), "steps": rows[-1]["step"], "command": " ".join(cmd[1:]),
-            "config": {"preset": cfg.get("preset"), "backend": env.get("backend"), "n_envs": env["n_envs"],
-                       "vectorization": env.get("vectorization"), "rollout_steps": ppo["rollout_steps"],
-                       "epochs": ppo["epochs"], "minibatches": ppo["minibatches"],
-                       "hidden_sizes": cfg["policy"]["hidden_sizes"], "activation": cfg["policy"]["activation"]},
-            "resolved_config": cfg}
+    return {
+        **ours_steps_per_second(rows),
+        **measured.as_dict(),
+        "steps": rows[-1]["step"],
+        "command": " ".join(cmd[1:]),
+        "config": {
+            "preset": cfg.get("preset"),
+            "backend": env.get("backend"),
+            "n_envs": env["n_envs"],
+            "vectorization": env.get("vectorization"),
+            "rollout_steps": ppo["rollout_steps"],
+            "epochs": ppo["epochs"],
+            "minibatches": ppo["minibatches"],
+            "hidden_sizes": cfg["policy"]["hidden_sizes"],
+            "activation": cfg["policy"]["activation"],
+        },
+        "resolved_config": cfg,
+    }
 
 
 def run_sb3(task: str, seed: int, steps: int, hparams: str, out: Path, threads: int) -> dict[str, Any]:
-    cmd = [sys.executable, str(BENCH_DIR / "sb3_ppo.py"), f"task={task}", f"hparams={hparams}", f"seed={seed}",
-           f"total_steps={steps}", f"torch_threads={threads}", f"launch_time={time.time()!r}", f"out={out}"]
+    cmd = [
+        sys.executable,
+        str(BENCH_DIR / "sb3_ppo.py"),
+        f"task={task}",
+        f"hparams={hparams}",
+        f"seed={seed}",
+        f"total_steps={steps}",
+        f"torch_threads={threads}",
+        f"launch_time={time.time()!r}",
+        f"out={out}",
+    ]
     measured = run_measured(cmd, out.with_suffix(".log"))
     result = json.loads(out.read_text())
     result.pop("versions", None)
-    return {**result, **measured.as_dict(), "peak_rss_mib_self": result["peak_rss_mib"],
-            "peak_rss_mib": measured.peak_rss_mib, "command": " ".join(cmd[1:])}
+    return {
+        **result,
+        **measured.as_dict(),
+        "peak_rss_mib_self": result["peak_rss_mib"],
+        "peak_rss_mib": measured.peak_rss_mib,
+        "command": " ".join(cmd[1:]),
+    }
 
 
 def paper_mismatches(cfg: dict[str, Any], sb3: dict[str, Any]) -> list[str]:
@@ -103,10 +141,12 @@ def paper_mismatches(cfg: dict[str, Any], sb3: dict[str, Any]) -> list[str]:
         ("minibatch size vs batch_size", batch // ppo["minibatches"], hp["batch_size"]),
         ("ppo.learning_rate vs initial lr", ppo["learning_rate"], hp["learning_rate_at_start"]),
         ("lr_schedule linear vs lr at end == 0", ppo["lr_schedule"] == "linear", hp["learning_rate_at_end"] == 0.0),
-        ("ppo.gamma", ppo["gamma"], hp["gamma"]), ("ppo.gae_lambda", ppo["gae_lambda"], hp["gae_lambda"]),
+        ("ppo.gamma", ppo["gamma"], hp["gamma"]),
+        ("ppo.gae_lambda", ppo["gae_lambda"], hp["gae_lambda"]),
         ("ppo.clip_range", ppo["clip_range"], hp["clip_range"]),
         ("ppo.clip_value_loss vs clip_range_vf", ppo["clip_value_loss"], hp["clip_range_vf"] is not None),
-        ("ppo.ent_coef", ppo["ent_coef"], hp["ent_coef"]), ("ppo.vf_coef", ppo["vf_coef"], hp["vf_coef"]),
+        ("ppo.ent_coef", ppo["ent_coef"], hp["ent_coef"]),
+        ("ppo.vf_coef", ppo["vf_coef"], hp["vf_coef"]),
         ("ppo.max_grad_norm", ppo["max_grad_norm"], hp["max_grad_norm"]),
         ("ppo.target_kl", ppo["target_kl"], hp["target_kl"]),
         ("ppo.normalize_adv", ppo["normalize_adv"], hp["normalize_advantage"]),
@@ -114,8 +154,10 @@ def paper_mismatches(cfg: dict[str, Any], sb3: dict[str, Any]) -> list[str]:
         ("policy.hidden_sizes vs net_arch.vf", list(pol["hidden_sizes"]), list(hp["net_arch"]["vf"])),
         ("policy.activation", pol["activation"], hp["activation_fn"].lower()),
         ("policy.log_std_init", pol["log_std_init"], hp["log_std_init"]),
-        ("normalize.obs", norm["obs"], vn["norm_obs"]), ("normalize.reward", norm["reward"], vn["norm_reward"]),
-        ("normalize.obs_clip", norm["obs_clip"], vn["clip_obs"]), ("normalize.reward_clip", norm["reward_clip"], vn["clip_reward"]),
+        ("normalize.obs", norm["obs"], vn["norm_obs"]),
+        ("normalize.reward", norm["reward"], vn["norm_reward"]),
+        ("normalize.obs_clip", norm["obs_clip"], vn["clip_obs"]),
+        ("normalize.reward_clip", norm["reward_clip"], vn["clip_reward"]),
     ]
     return [f"{name}: ours {a!r}, SB3 {b!r}" for name, a, b in checks if a != b]
 
@@ -140,18 +182,33 @@ def main(argv: list[str]) -> None:
                 steps = fast_steps if pair == "fast" else total
                 ours = run_ours(task, seed, steps, overrides, work / f"ours-{pair}-r{repeat}")
                 runs[pair]["ours"].append(ours)
-                print(f"repeat {repeat}: {pair:5s} ours: {ours['sps']:>9,.0f} steps/s  peak RSS {ours['peak_rss_mib']:,.0f} MiB  "
-                      f"({ours['steps']:,} steps, load {ours['load_before']:.2f})", flush=True)
+                print(
+                    f"repeat {repeat}: {pair:5s} ours: {ours['sps']:>9,.0f} steps/s  peak RSS {ours['peak_rss_mib']:,.0f} MiB  "
+                    f"({ours['steps']:,} steps, load {ours['load_before']:.2f})",
+                    flush=True,
+                )
                 sb3 = run_sb3(task, seed, total, hparams, work / f"sb3-{pair}-r{repeat}.json", args["sb3_threads"])
                 runs[pair]["sb3"].append(sb3)
-                print(f"repeat {repeat}: {pair:5s} SB3:  {sb3['sps']:>9,.0f} steps/s  peak RSS {sb3['peak_rss_mib']:,.0f} MiB  "
-                      f"({sb3['steps']:,} steps, load {sb3['load_before']:.2f})", flush=True)
+                print(
+                    f"repeat {repeat}: {pair:5s} SB3:  {sb3['sps']:>9,.0f} steps/s  peak RSS {sb3['peak_rss_mib']:,.0f} MiB  "
+                    f"({sb3['steps']:,} steps, load {sb3['load_before']:.2f})",
+                    flush=True,
+                )
     finally:
         if tmp is not None:
             tmp.cleanup()
 
-    summary: dict[str, Any] = {"task": task, "total_steps": total, "fast_steps": fast_steps, "repeats": repeats,
-                               "seed": seed, "sb3_threads": args["sb3_threads"], "wall_s": time.time() - started, "versions": versions(), "pairs": {}}
+    summary: dict[str, Any] = {
+        "task": task,
+        "total_steps": total,
+        "fast_steps": fast_steps,
+        "repeats": repeats,
+        "seed": seed,
+        "sb3_threads": args["sb3_threads"],
+        "wall_s": time.time() - started,
+        "versions": versions(),
+        "pairs": {},
+    }
     table = []
     for pair in pairs:
         ours, sb3 = runs[pair]["ours"], runs[pair]["sb3"]
@@ -159,13 +216,19 @@ def main(argv: list[str]) -> None:
         ours_sps, sb3_sps = median([r["sps"] for r in ours]), median([r["sps"] for r in sb3])
         ratio = ours_sps / sb3_sps
         entry = {
-            "description": description, "sb3_hparams": hparams, "target_ratio": target,
-            "ours_sps_median": ours_sps, "sb3_sps_median": sb3_sps, "ratio": ratio, "meets_target": ratio >= target,
+            "description": description,
+            "sb3_hparams": hparams,
+            "target_ratio": target,
+            "ours_sps_median": ours_sps,
+            "sb3_sps_median": sb3_sps,
+            "ratio": ratio,
+            "meets_target": ratio >= target,
             "ratio_per_repeat": [o["sps"] / s["sps"] for o, s in zip(ours, sb3)],
             "ours_sps_wall_median": median([r["sps_wall"] for r in ours]),
             "ours_peak_rss_mib_median": median([r["peak_rss_mib"] for r in ours]),
             "sb3_peak_rss_mib_median": median([r["peak_rss_mib"] for r in sb3]),
-            "ours_config": ours[0]["config"], "sb3_hyperparameters": sb3[0]["hyperparameters"],
+            "ours_config": ours[0]["config"],
+            "sb3_hyperparameters": sb3[0]["hyperparameters"],
             "ours_runs": [{k: v for k, v in r.items() if k not in ("resolved_config", "log")} for r in ours],
             "sb3_runs": [{k: v for k, v in r.items() if k not in ("evals", "log")} for r in sb3],
         }
@@ -173,16 +236,28 @@ def main(argv: list[str]) -> None:
             entry["paper_mismatches"] = paper_mismatches(ours[0]["resolved_config"], sb3[0])
         summary["pairs"][pair] = entry
         c = entry["ours_config"]
-        table.append([f"{pair}: {description}", f"{ours_sps:,.0f}", f"{sb3_sps:,.0f}", f"**{ratio:.1f}x**",
-                      f">= {target:g}x {'(met)' if ratio >= target else '(NOT met)'}",
-                      f"{entry['ours_peak_rss_mib_median']:,.0f}", f"{entry['sb3_peak_rss_mib_median']:,.0f}",
-                      f"{c['backend']} x{c['n_envs']}, {c['rollout_steps']} steps, {c['epochs']}x{c['minibatches']} mb"])
+        table.append(
+            [
+                f"{pair}: {description}",
+                f"{ours_sps:,.0f}",
+                f"{sb3_sps:,.0f}",
+                f"**{ratio:.1f}x**",
+                f">= {target:g}x {'(met)' if ratio >= target else '(NOT met)'}",
+                f"{entry['ours_peak_rss_mib_median']:,.0f}",
+                f"{entry['sb3_peak_rss_mib_median']:,.0f}",
+                f"{c['backend']} x{c['n_envs']}, {c['rollout_steps']} steps, {c['epochs']}x{c['minibatches']} mb",
+            ]
+        )
     out = Path(args["out"])
     write_json(out, summary)
 
     print(f"\n{task}, CPU, median of {repeats} (first update excluded on both sides):\n")
-    print(markdown_table(["comparison", "ours steps/s", "SB3 steps/s", "ours / SB3", "target",
-                          "ours peak RSS MiB", "SB3 peak RSS MiB", "ours layout"], table))
+    print(
+        markdown_table(
+            ["comparison", "ours steps/s", "SB3 steps/s", "ours / SB3", "target", "ours peak RSS MiB", "SB3 peak RSS MiB", "ours layout"],
+            table,
+        )
+    )
     for pair in pairs:
         for line in summary["pairs"][pair].get("paper_mismatches", []):
             print(f"WARNING: paper hyperparameters differ: {line}")

@@ -54,8 +54,20 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (BENCH_DIR, RESULTS_DIR, markdown_table, median, ours_command, parse_args, read_metrics,  # noqa: E402
-                    rel, resolved_config, run_measured, versions, write_json)
+from common import (
+    BENCH_DIR,
+    RESULTS_DIR,
+    markdown_table,
+    median,
+    ours_command,
+    parse_args,
+    read_metrics,  # noqa: E402
+    rel,
+    resolved_config,
+    run_measured,
+    versions,
+    write_json,
+)
 
 USAGE = __doc__
 THRESHOLDS = {"HalfCheetah": 3000.0, "Hopper": 2500.0, "Walker2d": 3000.0, "Ant": 3000.0}
@@ -95,8 +107,12 @@ def eval_intervals(args: dict[str, Any]) -> dict[str, Any]:
     def steps_for(side: str) -> int:
         return max(UPDATE, round(sps[side] * args["eval_every_s"] / UPDATE) * UPDATE)
 
-    return {"ours": args["eval_every"] or steps_for("ours"), "sb3": args["sb3_eval_every"] or steps_for("sb3"),
-            "sps_assumed": sps, "source": source if not (args["eval_every"] and args["sb3_eval_every"]) else "given"}
+    return {
+        "ours": args["eval_every"] or steps_for("ours"),
+        "sb3": args["sb3_eval_every"] or steps_for("sb3"),
+        "sps_assumed": sps,
+        "source": source if not (args["eval_every"] and args["sb3_eval_every"]) else "given",
+    }
 
 
 def first_reaching(evals: list[dict[str, Any]], threshold: float, budget_s: float) -> dict[str, Any] | None:
@@ -130,24 +146,51 @@ def run_ours(task: str, seed: int, args: dict[str, Any], every: int, run_dir: Pa
     measured = run_measured(cmd, run_dir.parent / f"{run_dir.name}.log", stop_after_s=args["budget_s"])
     rows = read_metrics(run_dir) if (run_dir / "metrics.jsonl").exists() else []
     launch = measured.launch_time
-    evals = [{"time_s": r["time"] - launch, "step": r["step"], "eval_return": r["eval_return"],
-              "eval_return_std": r.get("eval_return_std")} for r in rows if r.get("eval_return") is not None]
+    evals = [
+        {"time_s": r["time"] - launch, "step": r["step"], "eval_return": r["eval_return"], "eval_return_std": r.get("eval_return_std")}
+        for r in rows
+        if r.get("eval_return") is not None
+    ]
     total = resolved_config(run_dir)["total_steps"] if (run_dir / "config.yaml").exists() else None
-    return {"framework": "ours", "seed": seed, "evals": evals, "eval_every": every, "total_steps": total,
-            "steps": rows[-1]["step"] if rows else 0, "end_s": rows[-1]["time"] - launch if rows else None,
-            "finished_total_steps": bool(rows and total and rows[-1]["step"] >= total),
-            **{k: v for k, v in measured.as_dict().items() if k != "log"}, "command": " ".join(cmd[1:])}
+    return {
+        "framework": "ours",
+        "seed": seed,
+        "evals": evals,
+        "eval_every": every,
+        "total_steps": total,
+        "steps": rows[-1]["step"] if rows else 0,
+        "end_s": rows[-1]["time"] - launch if rows else None,
+        "finished_total_steps": bool(rows and total and rows[-1]["step"] >= total),
+        **{k: v for k, v in measured.as_dict().items() if k != "log"},
+        "command": " ".join(cmd[1:]),
+    }
 
 
 def run_sb3(task: str, seed: int, args: dict[str, Any], every: int, out: Path) -> dict[str, Any]:
-    cmd = [sys.executable, str(BENCH_DIR / "sb3_ppo.py"), f"task={task}", "hparams=default", f"seed={seed}",
-           f"total_steps={10**12}", f"budget_s={args['budget_s']}", f"eval_every={every}",
-           f"eval_episodes={args['eval_episodes']}", f"launch_time={time.time()!r}", f"out={out}"]
+    cmd = [
+        sys.executable,
+        str(BENCH_DIR / "sb3_ppo.py"),
+        f"task={task}",
+        "hparams=default",
+        f"seed={seed}",
+        f"total_steps={10**12}",
+        f"budget_s={args['budget_s']}",
+        f"eval_every={every}",
+        f"eval_episodes={args['eval_episodes']}",
+        f"launch_time={time.time()!r}",
+        f"out={out}",
+    ]
     measured = run_measured(cmd, out.with_suffix(".log"))
     result = json.loads(out.read_text())
     keep = ("evals", "steps", "sps", "startup_s", "stopped_by_budget", "eval_seconds", "hyperparameters", "torch_threads")
-    return {"framework": "sb3", "seed": seed, "eval_every": every, **{k: result[k] for k in keep},
-            **{k: v for k, v in measured.as_dict().items() if k != "log"}, "command": " ".join(cmd[1:])}
+    return {
+        "framework": "sb3",
+        "seed": seed,
+        "eval_every": every,
+        **{k: result[k] for k in keep},
+        **{k: v for k, v in measured.as_dict().items() if k != "log"},
+        "command": " ".join(cmd[1:]),
+    }
 
 
 def summarize(task: str, threshold: float, runs: dict[str, list[dict[str, Any]]], budget_s: float) -> dict[str, Any]:
@@ -166,13 +209,17 @@ def summarize(task: str, threshold: float, runs: dict[str, list[dict[str, Any]]]
         "ours_step_at_threshold": [e["step"] if e else None for e in reached],
         "ours_seeds_reached": sum(e is not None for e in reached),
         "ours_median_time_s": ours_median if math.isfinite(ours_median) else None,
-        "compare_at_s": t_star, "compare_at": "ours' median time to threshold" if math.isfinite(ours_median) else "end of budget",
-        "sb3_return_at_compare": sb3_at, "sb3_return_at_compare_median": median_or_none(sb3_at),
-        "ours_return_at_compare": ours_at, "ours_return_at_compare_median": median_or_none(ours_at),
+        "compare_at_s": t_star,
+        "compare_at": "ours' median time to threshold" if math.isfinite(ours_median) else "end of budget",
+        "sb3_return_at_compare": sb3_at,
+        "sb3_return_at_compare_median": median_or_none(sb3_at),
+        "ours_return_at_compare": ours_at,
+        "ours_return_at_compare_median": median_or_none(ours_at),
         "sb3_time_to_threshold_s": [None if math.isinf(t) else t for t in sb3_times],
         "sb3_seeds_reached": sum(e is not None for e in sb3_reached),
         "sb3_median_time_s": (median(sb3_times) if math.isfinite(median(sb3_times)) else None) if sb3_times else None,
-        "ours_steps_in_budget": [r["steps"] for r in ours], "sb3_steps_in_budget": [r["steps"] for r in sb3],
+        "ours_steps_in_budget": [r["steps"] for r in ours],
+        "sb3_steps_in_budget": [r["steps"] for r in sb3],
         "ours_eval_interval_s": median_or_none([interval_s(r["evals"]) for r in ours]),
         "sb3_eval_interval_s": median_or_none([interval_s(r["evals"]) for r in sb3]),
     }
@@ -202,19 +249,35 @@ def table(data: dict[str, Any]) -> str:
             continue
         seeds = len(s["ours_time_to_threshold_s"])
         sb3_ret = s["sb3_return_at_compare_median"]
-        rows.append([
-            task, f"{s['threshold']:g}",
-            f"**{_fmt_time(s['ours_median_time_s'], budget)}** ({_fmt_list([None if t is None else round(t) for t in s['ours_time_to_threshold_s']], 'd')})",
-            f"{s['ours_seeds_reached']}/{seeds}",
-            f"{'-' if sb3_ret is None else f'{sb3_ret:.0f}'} ({_fmt_list(s['sb3_return_at_compare'], '.0f')}) at {s['compare_at_s']:.0f} s",
-            f"{_fmt_time(s['sb3_median_time_s'], budget)} ({s['sb3_seeds_reached']}/{len(s['sb3_time_to_threshold_s'])})",
-            f"{median(s['ours_steps_in_budget']) / 1e6:.2f}M / {median(s['sb3_steps_in_budget']) / 1e6:.2f}M" if s["sb3_steps_in_budget"]
-            else f"{median(s['ours_steps_in_budget']) / 1e6:.2f}M / -",
-            f"{_fmt_list([s['ours_eval_interval_s']], '.0f')} / {_fmt_list([s['sb3_eval_interval_s']], '.0f')}",
-        ])
-    return markdown_table(["task", "threshold", "ours: time to threshold, median (per seed)", "ours seeds reached",
-                           "SB3 return then, median (per seed)", "SB3 time to threshold (seeds)",
-                           "steps in budget ours / SB3 (median)", "eval every ~s ours / SB3"], rows)
+        ours_times = _fmt_list([None if t is None else round(t) for t in s["ours_time_to_threshold_s"]], "d")
+        sb3_at = "-" if sb3_ret is None else f"{sb3_ret:.0f}"
+        rows.append(
+            [
+                task,
+                f"{s['threshold']:g}",
+                f"**{_fmt_time(s['ours_median_time_s'], budget)}** ({ours_times})",
+                f"{s['ours_seeds_reached']}/{seeds}",
+                f"{sb3_at} ({_fmt_list(s['sb3_return_at_compare'], '.0f')}) at {s['compare_at_s']:.0f} s",
+                f"{_fmt_time(s['sb3_median_time_s'], budget)} ({s['sb3_seeds_reached']}/{len(s['sb3_time_to_threshold_s'])})",
+                f"{median(s['ours_steps_in_budget']) / 1e6:.2f}M / {median(s['sb3_steps_in_budget']) / 1e6:.2f}M"
+                if s["sb3_steps_in_budget"]
+                else f"{median(s['ours_steps_in_budget']) / 1e6:.2f}M / -",
+                f"{_fmt_list([s['ours_eval_interval_s']], '.0f')} / {_fmt_list([s['sb3_eval_interval_s']], '.0f')}",
+            ]
+        )
+    return markdown_table(
+        [
+            "task",
+            "threshold",
+            "ours: time to threshold, median (per seed)",
+            "ours seeds reached",
+            "SB3 return then, median (per seed)",
+            "SB3 time to threshold (seeds)",
+            "steps in budget ours / SB3 (median)",
+            "eval every ~s ours / SB3",
+        ],
+        rows,
+    )
 
 
 def plot(data: dict[str, Any], png: Path) -> None:
@@ -238,21 +301,28 @@ def plot(data: dict[str, Any], png: Path) -> None:
         for side in ("ours", "sb3"):
             for i, run in enumerate(entry["runs"].get(side, [])):
                 ev = [e for e in run["evals"] if e["time_s"] <= budget * 1.05]
-                ax.plot([e["time_s"] for e in ev], [e["eval_return"] for e in ev], color=colors[side], lw=1.0,
-                        alpha=0.75, marker=".", ms=3, label=labels[side] if i == 0 else None)
+                ax.plot(
+                    [e["time_s"] for e in ev],
+                    [e["eval_return"] for e in ev],
+                    color=colors[side],
+                    lw=1.0,
+                    alpha=0.75,
+                    marker=".",
+                    ms=3,
+                    label=labels[side] if i == 0 else None,
+                )
         threshold = entry["threshold"]
         ax.axhline(threshold, color="gray", ls="--", lw=1, label=f"threshold {threshold:g}")
         s = entry.get("summary")
         if s and s.get("ours_median_time_s") is not None:
-            ax.axvline(s["ours_median_time_s"], color=colors["ours"], ls=":", lw=1,
-                       label=f"ours median {s['ours_median_time_s']:.0f} s")
+            ax.axvline(s["ours_median_time_s"], color=colors["ours"], ls=":", lw=1, label=f"ours median {s['ours_median_time_s']:.0f} s")
         ax.set_xlim(0, budget)
         ax.set_title(f"{task}-v5")
         ax.set_xlabel("wall-clock seconds since launch")
         ax.set_ylabel(f"deterministic eval return ({data['eval_episodes']} episodes)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper left")
-    for ax in list(axes.flat)[len(tasks):]:
+    for ax in list(axes.flat)[len(tasks) :]:
         ax.set_visible(False)
     cpu = data.get("versions", {}).get("cpu_model", "CPU")
     fig.suptitle(f"Time to score, {data.get('versions', {}).get('cpus', '?')} cores ({cpu}); each seed a line", fontsize=10)
@@ -285,13 +355,23 @@ def main(argv: list[str]) -> None:
     intervals = eval_intervals(args)
     budget = args["budget_s"]
     n_runs = len(args["tasks"]) * args["seeds"] * (2 if args["sb3"] else 1)
-    print(f"eval every {intervals['ours']:,} steps (ours) / {intervals['sb3']:,} steps (SB3) from {intervals['source']}; "
-          f"{n_runs} runs of {budget:.0f} s: about {n_runs * (budget + 8) / 60:.0f} min", flush=True)
+    print(
+        f"eval every {intervals['ours']:,} steps (ours) / {intervals['sb3']:,} steps (SB3) from {intervals['source']}; "
+        f"{n_runs} runs of {budget:.0f} s: about {n_runs * (budget + 8) / 60:.0f} min",
+        flush=True,
+    )
 
-    data: dict[str, Any] = {"budget_s": budget, "seeds": args["seeds"], "eval_episodes": args["eval_episodes"],
-                            "eval_every_s": args["eval_every_s"], "eval_intervals": intervals,
-                            "ours_total_steps": args["total_steps"], "complete": False, "versions": versions(),
-                            "tasks": {t: {"threshold": thresholds[t], "runs": {"ours": [], "sb3": []}} for t in args["tasks"]}}
+    data: dict[str, Any] = {
+        "budget_s": budget,
+        "seeds": args["seeds"],
+        "eval_episodes": args["eval_episodes"],
+        "eval_every_s": args["eval_every_s"],
+        "eval_intervals": intervals,
+        "ours_total_steps": args["total_steps"],
+        "complete": False,
+        "versions": versions(),
+        "tasks": {t: {"threshold": thresholds[t], "runs": {"ours": [], "sb3": []}} for t in args["tasks"]},
+    }
     tmp = None if args["work_dir"] else tempfile.TemporaryDirectory(prefix="time-to-score-")
     work = Path(args["work_dir"] or tmp.name).resolve()  # type: ignore[union-attr]
     work.mkdir(parents=True, exist_ok=True)
@@ -316,8 +396,10 @@ def main(argv: list[str]) -> None:
     data["complete"] = True
     write_json(out, data)
     plot(data, png)
-    print(f"\nwall-clock budget {budget:.0f} s per run, CPU, {args['seeds']} seed(s); median over seeds, a seed that "
-          f"never reached the threshold counts as > budget:\n")
+    print(
+        f"\nwall-clock budget {budget:.0f} s per run, CPU, {args['seeds']} seed(s); median over seeds, a seed that "
+        f"never reached the threshold counts as > budget:\n"
+    )
     print(table(data))
     print(f"\nwritten to {rel(out)} and {rel(png)} ({data['wall_s'] / 60:.1f} min)")
 

@@ -39,8 +39,7 @@ class TrainResult:
     videos: tuple[str, ...] = ()
 
 
-def train(task: str | None = None, *, resume: str | Path | None = None, max_updates: int | None = None,
-          **overrides: Any) -> TrainResult:
+def train(task: str | None = None, *, resume: str | Path | None = None, max_updates: int | None = None, **overrides: Any) -> TrainResult:
     """Train a new run of `task` (a task name or a path to a task .yaml), or continue `resume`.
 
     `overrides` are config keys with Python values: `total_steps=50_000`, `ppo={"epochs": 10}`, or
@@ -103,15 +102,38 @@ def evaluate(run: str | Path, **arguments: Any) -> dict[str, Any]:
     videos: list[str] = []
     if args.video:
         directory = video_directory(args.video_dir or cfg.eval.video_dir, cfg.task, loaded.name)
-        videos = [str(p) for p in record_videos(loaded.policy, cfg.env, directory, step, cfg.eval.video_episodes, seed,
-                                                cfg.eval.video_width, cfg.eval.video_height, cfg.eval.video_fps,
-                                                overlay=cfg.eval.video_overlay)]
+        videos = [
+            str(p)
+            for p in record_videos(
+                loaded.policy,
+                cfg.env,
+                directory,
+                step,
+                cfg.eval.video_episodes,
+                seed,
+                cfg.eval.video_width,
+                cfg.eval.video_height,
+                cfg.eval.video_fps,
+                overlay=cfg.eval.video_overlay,
+            )
+        ]
     result = {
-        "run": str(loaded.run_dir), "checkpoint": str(loaded.checkpoint_path), "step": step, "task": cfg.task,
-        "env_id": cfg.env.id, "episodes": args.episodes, "seed": seed, "deterministic": args.deterministic,
-        "return_mean": float(returns.mean()), "return_std": float(returns.std()),
-        "return_min": float(returns.min()), "return_max": float(returns.max()), "length_mean": float(lengths.mean()),
-        "returns": returns.tolist(), "lengths": lengths.tolist(), "videos": videos,
+        "run": str(loaded.run_dir),
+        "checkpoint": str(loaded.checkpoint_path),
+        "step": step,
+        "task": cfg.task,
+        "env_id": cfg.env.id,
+        "episodes": args.episodes,
+        "seed": seed,
+        "deterministic": args.deterministic,
+        "return_mean": float(returns.mean()),
+        "return_std": float(returns.std()),
+        "return_min": float(returns.min()),
+        "return_max": float(returns.max()),
+        "length_mean": float(lengths.mean()),
+        "returns": returns.tolist(),
+        "lengths": lengths.tolist(),
+        "videos": videos,
     }
     path = loaded.run_dir / EVAL_FILE
     try:

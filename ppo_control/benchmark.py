@@ -119,8 +119,10 @@ def split_args(argv: list[str]) -> tuple[list[str], list[str]]:
         else:
             close = difflib.get_close_matches(root, [*BENCHMARK_KEYS, *train_keys], n=1)
             hint = f" Did you mean '{close[0]}'?" if close else ""
-            raise ConfigError(f"benchmark: unknown argument '{key}'.{hint} Benchmark arguments: {', '.join(BENCHMARK_KEYS)}; "
-                              "any training key (e.g. env.n_envs=4) is passed to every run")
+            raise ConfigError(
+                f"benchmark: unknown argument '{key}'.{hint} Benchmark arguments: {', '.join(BENCHMARK_KEYS)}; "
+                "any training key (e.g. env.n_envs=4) is passed to every run"
+            )
     return own, train
 
 
@@ -186,11 +188,15 @@ def plan_job(task: str, seed: int, requested: dict, total_steps: int, run_dir: P
     wanted = {**requested, "seed": seed}
     for key in wanted.keys() & saved.keys():  # a key the project added since that run was made is not a difference
         if wanted[key] != saved[key]:
-            raise UserError(f"'{run_dir}' holds a run with {key}={saved[key]!r}, but this benchmark asks for {key}={wanted[key]!r}; "
-                            "choose another out= (or remove that run)")
+            raise UserError(
+                f"'{run_dir}' holds a run with {key}={saved[key]!r}, but this benchmark asks for {key}={wanted[key]!r}; "
+                "choose another out= (or remove that run)"
+            )
     saved_total = int(run.config["total_steps"])
     if saved_total > total_steps:
-        raise UserError(f"'{run_dir}' holds a run of total_steps={saved_total:,}, more than this benchmark's {total_steps:,}; choose another out=")
+        raise UserError(
+            f"'{run_dir}' holds a run of total_steps={saved_total:,}, more than this benchmark's {total_steps:,}; choose another out="
+        )
     job.steps_done = run.steps
     if job.done(run):
         job.action = "skip"
@@ -239,7 +245,7 @@ def core_shares(cores: list[int], jobs: int) -> list[set[int]] | None:
     so N trainings don't each start a thread per core and fight over all of them."""
     if jobs < 2 or len(cores) < jobs:
         return None
-    return [set(cores[i * len(cores) // jobs:(i + 1) * len(cores) // jobs]) for i in range(jobs)]
+    return [set(cores[i * len(cores) // jobs : (i + 1) * len(cores) // jobs]) for i in range(jobs)]
 
 
 class Runner:
@@ -278,10 +284,13 @@ class Runner:
         share = self.free_shares.pop(0)
         pin = (lambda: os.sched_setaffinity(0, share)) if share else None  # set before the child starts a thread
         # Own session: a Ctrl-C reaches only the benchmark, which then asks each training once.
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=pin)
+        proc = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=pin
+        )
         self.active[proc] = (job, log, time.monotonic(), share)
-        what = {"train": "training", "resume": "resuming from its last checkpoint", "restart": "restarting (no checkpoint to resume)"}[job.action]
+        what = {"train": "training", "resume": "resuming from its last checkpoint", "restart": "restarting (no checkpoint to resume)"}[
+            job.action
+        ]
         print(f"[{number}/{count}] {job.name}: {what}, log {job.log}", flush=True)
 
     def _finish(self, proc: subprocess.Popen) -> None:
@@ -291,19 +300,27 @@ class Runner:
         run = job.load()
         if proc.returncode == 0 and job.done(run):
             result = run_result(run)
-            print(f"done    {job.name}: eval {result.eval_return:.1f} ± {result.eval_return_std:.1f}, "
-                  f"{result.total_steps:,} steps in {format_duration(result.wall_clock_s)} ({result.steps_per_s:,.0f} steps/s)", flush=True)
+            print(
+                f"done    {job.name}: eval {result.eval_return:.1f} ± {result.eval_return_std:.1f}, "
+                f"{result.total_steps:,} steps in {format_duration(result.wall_clock_s)} ({result.steps_per_s:,.0f} steps/s)",
+                flush=True,
+            )
             return
         self.failed.append(job)
         code = proc.returncode
         why = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}" if code else "exited without finishing"
-        print(f"FAILED  {job.name}: {why} after {format_duration(time.monotonic() - started)}; end of {job.log}:\n"
-              f"{log_tail(job.log)}", flush=True)
+        print(
+            f"FAILED  {job.name}: {why} after {format_duration(time.monotonic() - started)}; end of {job.log}:\n{log_tail(job.log)}",
+            flush=True,
+        )
 
     def _stop_all(self) -> None:
         """Ask every training to finish its update and checkpoint (a second Ctrl-C: stop at once)."""
-        print(f"\ninterrupted: {len(self.active)} training(s) finish their update and save a checkpoint "
-              "(Ctrl-C again to stop them at once); run the same command again to continue", flush=True)
+        print(
+            f"\ninterrupted: {len(self.active)} training(s) finish their update and save a checkpoint "
+            "(Ctrl-C again to stop them at once); run the same command again to continue",
+            flush=True,
+        )
         self._signal_all()
         try:
             for proc in self.active:
@@ -328,8 +345,15 @@ class Runner:
 def run_result(run: Run) -> RunResult:
     """A finished run's numbers, all from its metrics.jsonl (see plot.elapsed_seconds for the clock)."""
     wall = run.wall_clock_s
-    return RunResult(run.task, run.seed, float(run.final["eval_return"]), float(run.final["eval_return_std"]),
-                     run.steps, wall, run.steps / wall if wall > 0 else float("nan"))
+    return RunResult(
+        run.task,
+        run.seed,
+        float(run.final["eval_return"]),
+        float(run.final["eval_return_std"]),
+        run.steps,
+        wall,
+        run.steps / wall if wall > 0 else float("nan"),
+    )
 
 
 def write_csv(path: Path, columns: list[str], rows: list[dict]) -> None:
@@ -346,18 +370,20 @@ def task_rows(jobs: list[Job], results: dict[tuple[str, int], RunResult], runs: 
         done = [results[(task, j.seed)] for j in jobs if j.task == task and (task, j.seed) in results]
         returns = np.array([r.eval_return for r in done])
         preset = runs[(task, done[0].seed)].preset if done else ""
-        rows.append({
-            "task": task,
-            "preset": preset,
-            "seeds": len(done),
-            "total_steps": done[0].total_steps if done else "",
-            "eval_return_mean": float(returns.mean()) if done else "",
-            "eval_return_std": float(returns.std()) if done else "",  # population std over seeds
-            "seed_ids": ";".join(str(r.seed) for r in done),
-            "eval_returns": ";".join(repr(r.eval_return) for r in done),
-            "wall_clock_s_mean": float(np.mean([r.wall_clock_s for r in done])) if done else "",
-            "steps_per_s_mean": float(np.mean([r.steps_per_s for r in done])) if done else "",
-        })
+        rows.append(
+            {
+                "task": task,
+                "preset": preset,
+                "seeds": len(done),
+                "total_steps": done[0].total_steps if done else "",
+                "eval_return_mean": float(returns.mean()) if done else "",
+                "eval_return_std": float(returns.std()) if done else "",  # population std over seeds
+                "seed_ids": ";".join(str(r.seed) for r in done),
+                "eval_returns": ";".join(repr(r.eval_return) for r in done),
+                "wall_clock_s_mean": float(np.mean([r.wall_clock_s for r in done])) if done else "",
+                "steps_per_s_mean": float(np.mean([r.steps_per_s for r in done])) if done else "",
+            }
+        )
     return rows
 
 
@@ -386,9 +412,11 @@ def markdown(command: str, jobs: list[Job], rows: list[dict], results: dict[tupl
         per_seed = ", ".join(f"{results[(task, int(s))].eval_return:.1f}" for s in row["seed_ids"].split(";") if s)
         per_seed += f" (not finished: {', '.join(f's{s}' for s in missing)})" if missing else ""
         if row["seeds"]:
-            lines.append(f"| {task} | {row['preset']} | {row['total_steps']:,} | {row['seeds']} | "
-                         f"{row['eval_return_mean']:.1f} ± {row['eval_return_std']:.1f} | {per_seed} | "
-                         f"{format_duration(row['wall_clock_s_mean'])} | {row['steps_per_s_mean']:,.0f} |")
+            lines.append(
+                f"| {task} | {row['preset']} | {row['total_steps']:,} | {row['seeds']} | "
+                f"{row['eval_return_mean']:.1f} ± {row['eval_return_std']:.1f} | {per_seed} | "
+                f"{format_duration(row['wall_clock_s_mean'])} | {row['steps_per_s_mean']:,.0f} |"
+            )
         else:
             lines.append(f"| {task} | | | 0 | — | {per_seed} | — | — |")
     if results:
@@ -407,7 +435,9 @@ def write_results(out: Path, jobs: list[Job], command: str) -> list[Path]:
     rows = task_rows(jobs, results, runs)
     written = [out / "results.csv", out / "runs.csv", out / "results.md"]
     write_csv(written[0], list(rows[0]), rows)
-    write_csv(written[1], [f.name for f in fields(RunResult)], [vars(results[(j.task, j.seed)]) for j in jobs if (j.task, j.seed) in results])
+    write_csv(
+        written[1], [f.name for f in fields(RunResult)], [vars(results[(j.task, j.seed)]) for j in jobs if (j.task, j.seed) in results]
+    )
     written[2].write_text(markdown(command, jobs, rows, results), encoding="utf-8")
     for x, name in CURVES.items():
         if runs:
@@ -439,8 +469,11 @@ def main(argv: list[str]) -> None:
         raise UserError(f"out: cannot create '{out}' ({exc.strerror or exc}); choose a writable location") from None
 
     counts = {action: sum(j.action == action for j in jobs) for action in ("train", "resume", "restart", "skip")}
-    print(f"benchmark   {len(args.tasks)} task(s) x {args.seeds} seed(s) -> {out}  "
-          f"({counts['train'] + counts['restart']} to train, {counts['resume']} to resume, {counts['skip']} finished; {args.jobs} at a time)", flush=True)
+    print(
+        f"benchmark   {len(args.tasks)} task(s) x {args.seeds} seed(s) -> {out}  "
+        f"({counts['train'] + counts['restart']} to train, {counts['resume']} to resume, {counts['skip']} finished; {args.jobs} at a time)",
+        flush=True,
+    )
     for job in jobs:
         if job.action == "skip":
             print(f"skip    {job.name}: finished ({job.steps_done:,} steps)", flush=True)
@@ -457,8 +490,10 @@ def main(argv: list[str]) -> None:
 
     report(out, jobs, command)
     if failed:
-        raise TrainingStopped(f"{len(failed)} of {len(jobs)} runs failed ({', '.join(j.name for j in failed)}); "
-                              "see their logs above, then run the same command again to retry them")
+        raise TrainingStopped(
+            f"{len(failed)} of {len(jobs)} runs failed ({', '.join(j.name for j in failed)}); "
+            "see their logs above, then run the same command again to retry them"
+        )
 
 
 if __name__ == "__main__":

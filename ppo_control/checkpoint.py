@@ -7,8 +7,9 @@ import pickle
 import random
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -94,8 +95,12 @@ def capture_rng_state(generator: torch.Generator) -> dict[str, Any]:
     return {
         "torch": torch.get_rng_state(),
         "generator": generator.get_state(),
-        "numpy": {"keys": torch.from_numpy(np_state[1].astype(np.int64)), "pos": int(np_state[2]),
-                  "has_gauss": int(np_state[3]), "cached_gaussian": float(np_state[4])},
+        "numpy": {
+            "keys": torch.from_numpy(np_state[1].astype(np.int64)),
+            "pos": int(np_state[2]),
+            "has_gauss": int(np_state[3]),
+            "cached_gaussian": float(np_state[4]),
+        },
         "python": [random.getstate()[0], list(random.getstate()[1]), random.getstate()[2]],
     }
 
@@ -104,8 +109,9 @@ def restore_rng_state(state: dict[str, Any], generator: torch.Generator) -> None
     torch.set_rng_state(state["torch"])
     generator.set_state(state["generator"])
     np_state = state["numpy"]
-    np.random.set_state(("MT19937", np_state["keys"].numpy().astype(np.uint32), np_state["pos"],
-                         np_state["has_gauss"], np_state["cached_gaussian"]))
+    np.random.set_state(
+        ("MT19937", np_state["keys"].numpy().astype(np.uint32), np_state["pos"], np_state["has_gauss"], np_state["cached_gaussian"])
+    )
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
 

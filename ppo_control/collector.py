@@ -48,8 +48,16 @@ def all_finite(result: StepResult) -> bool:
 class RolloutCollector:
     """Steps `envs` for `num_steps` per `collect()`, acting with `policy` (its normalizer frozen)."""
 
-    def __init__(self, envs: VecEnv, policy: ActorCritic, num_steps: int, gamma: float, reward_clip: float,
-                 scale_rewards: bool, device: torch.device | str = "cpu"):
+    def __init__(
+        self,
+        envs: VecEnv,
+        policy: ActorCritic,
+        num_steps: int,
+        gamma: float,
+        reward_clip: float,
+        scale_rewards: bool,
+        device: torch.device | str = "cpu",
+    ):
         self.envs, self.policy, self.device = envs, policy, torch.device(device)
         info = envs.info
         self.storage = RolloutStorage(num_steps, envs.num_envs, info.obs_dim, info.action_dim, self.device)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import difflib
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any, Dict, List, Optional, Union
 
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -216,7 +216,11 @@ def compose_resume(overrides: Overrides, saved_config: dict, run_dir: str) -> Di
     """The config of a resumed run: the checkpoint's own config plus the few allowed overrides."""
     cli = overrides_config(overrides)
     # train.yaml first: a key added to the project since the checkpoint was written gets its default
-    defaults = _merge(OmegaConf.structured(TrainConfig), _load(lambda: OmegaConf.load(CONFIG_DIR / "train.yaml"), "configs/train.yaml"), "configs/train.yaml")
+    defaults = _merge(
+        OmegaConf.structured(TrainConfig),
+        _load(lambda: OmegaConf.load(CONFIG_DIR / "train.yaml"), "configs/train.yaml"),
+        "configs/train.yaml",
+    )
     saved = _merge(defaults, OmegaConf.create(saved_config), "checkpoint config")
     if "task" in cli and str(cli.task) != str(saved.task):
         raise ConfigError(f"cannot resume: the run in '{run_dir}' trained task '{saved.task}', not '{cli.task}'")
@@ -351,7 +355,7 @@ def validate(cfg: DictConfig) -> None:
         require(value is None or math.isfinite(value), key, "a finite number")
         return value
 
-    env, norm, pol, ppo = cfg.env, cfg.normalize, cfg.policy, cfg.ppo
+    env, pol, ppo = cfg.env, cfg.policy, cfg.ppo
     require(cfg.total_steps >= 1, "total_steps", ">= 1")
     require(cfg.seed >= 0, "seed", ">= 0")
     require(cfg.torch_threads >= 0, "torch_threads", ">= 0 (0 = 1 while collecting, every core for the update)")
@@ -363,7 +367,11 @@ def validate(cfg: DictConfig) -> None:
     require(env.max_episode_steps is None or env.max_episode_steps >= 1, "env.max_episode_steps", "null or >= 1")
     require(finite("normalize.obs_clip") > 0, "normalize.obs_clip", "> 0")
     require(finite("normalize.reward_clip") > 0, "normalize.reward_clip", "> 0")
-    require(len(pol.hidden_sizes) >= 1 and all(h >= 1 for h in pol.hidden_sizes), "policy.hidden_sizes", "a non-empty list of positive ints, e.g. [64,64]")
+    require(
+        len(pol.hidden_sizes) >= 1 and all(h >= 1 for h in pol.hidden_sizes),
+        "policy.hidden_sizes",
+        "a non-empty list of positive ints, e.g. [64,64]",
+    )
     finite("policy.log_std_init")
     require(ppo.rollout_steps >= 1, "ppo.rollout_steps", ">= 1")
     require(ppo.epochs >= 1, "ppo.epochs", ">= 1")
@@ -392,8 +400,12 @@ def validate(cfg: DictConfig) -> None:
     require(cfg.checkpoint.keep >= 0, "checkpoint.keep", ">= 0")
     require(finite("checkpoint.save_last_seconds") >= 0, "checkpoint.save_last_seconds", ">= 0")
     require(cfg.eval.video_episodes >= 1, "eval.video_episodes", ">= 1")
-    require(cfg.eval.video_width >= 16 and cfg.eval.video_width % 2 == 0, "eval.video_width", "an even number >= 16 (H.264 needs even sizes)")
-    require(cfg.eval.video_height >= 16 and cfg.eval.video_height % 2 == 0, "eval.video_height", "an even number >= 16 (H.264 needs even sizes)")
+    require(
+        cfg.eval.video_width >= 16 and cfg.eval.video_width % 2 == 0, "eval.video_width", "an even number >= 16 (H.264 needs even sizes)"
+    )
+    require(
+        cfg.eval.video_height >= 16 and cfg.eval.video_height % 2 == 0, "eval.video_height", "an even number >= 16 (H.264 needs even sizes)"
+    )
     require(cfg.eval.video_fps is None or cfg.eval.video_fps >= 1, "eval.video_fps", "null (the env's rate) or >= 1")
 
 

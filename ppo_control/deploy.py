@@ -18,8 +18,9 @@ import logging
 import os
 import tempfile
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -72,7 +73,7 @@ class DeployedPolicy(nn.Module):
         self.register_buffer("action_high", action_high.detach().to(torch.float32).clone())
 
     @classmethod
-    def from_actor_critic(cls, policy: "ActorCritic", metadata: dict[str, Any] | None = None) -> "DeployedPolicy":
+    def from_actor_critic(cls, policy: ActorCritic, metadata: dict[str, Any] | None = None) -> DeployedPolicy:
         """Copy what acting needs out of a trained `ActorCritic` (the source is left untouched)."""
         normalizer = policy.obs_normalizer
         clip = normalizer.clip if normalizer.clip is not None else float("inf")

@@ -14,9 +14,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -131,7 +132,9 @@ class Distributed:
         digests = self.all_gather_object(digest)
         different = [rank for rank, d in enumerate(digests) if d != digests[0]]
         if different:
-            raise UserError(f"ranks {different} were started with a config different from rank 0's; launch every rank with the same arguments")
+            raise UserError(
+                f"ranks {different} were started with a config different from rank 0's; launch every rank with the same arguments"
+            )
 
     def _call(self, fn, *args, **kwargs):
         try:
@@ -158,8 +161,10 @@ def init_distributed(device: str, timeout_seconds: float) -> Distributed:
     collective_device = torch.device("cpu")
     if backend == "nccl":
         if local_rank >= torch.cuda.device_count():
-            raise UserError(f"rank {rank} (local rank {local_rank}) needs its own GPU but this machine has "
-                            f"{torch.cuda.device_count()}; use --nproc_per_node <= {torch.cuda.device_count()} or device=cpu")
+            raise UserError(
+                f"rank {rank} (local rank {local_rank}) needs its own GPU but this machine has "
+                f"{torch.cuda.device_count()}; use --nproc_per_node <= {torch.cuda.device_count()} or device=cpu"
+            )
         torch.cuda.set_device(local_rank)
         collective_device = torch.device("cuda", local_rank)
     try:

@@ -15,8 +15,9 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import gymnasium as gym
 import mujoco
@@ -131,9 +132,7 @@ def make_env_factory(
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
     if ":" in env_id:
-        spec = gym.envs.registration.EnvSpec(
-            id=env_id.split(":")[-1], entry_point=env_id, max_episode_steps=max_episode_steps
-        )
+        spec = gym.envs.registration.EnvSpec(id=env_id.split(":")[-1], entry_point=env_id, max_episode_steps=max_episode_steps)
         return lambda: ResumableEnv(gym.make(spec, **kwargs))
     limit = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
     return lambda: ResumableEnv(gym.make(env_id, **limit, **kwargs))
@@ -153,7 +152,9 @@ def check_env_id(env_id: str) -> None:
     try:
         gym.spec(env_id)
     except gym.error.Error as exc:
-        raise UserError(f"env.id '{env_id}' is not a registered Gymnasium id ({exc}); use e.g. HalfCheetah-v5 or package.module:EnvClass") from None
+        raise UserError(
+            f"env.id '{env_id}' is not a registered Gymnasium id ({exc}); use e.g. HalfCheetah-v5 or package.module:EnvClass"
+        ) from None
 
 
 def _env_info(envs, max_episode_steps: int | None) -> EnvInfo:
@@ -298,8 +299,13 @@ class EnvpoolVecEnv:
         import envpool
 
         self._make = lambda seed: envpool.make_gymnasium(
-            env_id, num_envs=num_envs, batch_size=num_envs, num_threads=num_threads, seed=seed,
-            **({} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}), **kwargs,
+            env_id,
+            num_envs=num_envs,
+            batch_size=num_envs,
+            num_threads=num_threads,
+            seed=seed,
+            **({} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}),
+            **kwargs,
         )
         self._seed = 0
         self.envs = self._make(self._seed)

@@ -19,7 +19,10 @@ def main(argv: list[str]) -> None:
     print(f"checkpoint  {result['checkpoint']} (step {result['step']:,})")
     print(f"policy      {mode}, seed {result['seed']}")
     print(f"episodes    {result['episodes']}")
-    print(f"return      {result['return_mean']:.1f} +- {result['return_std']:.1f}  (min {result['return_min']:.1f}, max {result['return_max']:.1f})")
+    print(
+        f"return      {result['return_mean']:.1f} +- {result['return_std']:.1f}  "
+        f"(min {result['return_min']:.1f}, max {result['return_max']:.1f})"
+    )
     print(f"length      {result['length_mean']:.1f}")
     for path in result["videos"]:
         print(f"video       {path}")

@@ -8,7 +8,6 @@ import torch
 from ppo_control.envs import VecEnv, make_vec_env
 from ppo_control.policy import ActorCritic
 
-
 MAX_EVAL_ENVS = 16
 EVAL_SEED_OFFSET = 1_000_000  # evaluation envs never share seeds with training envs
 

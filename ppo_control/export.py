@@ -57,16 +57,16 @@ def require_onnx_packages() -> None:
         except ImportError:
             missing.append(name)
     if missing:
-        raise UserError(f"format=onnx needs the packages {', '.join(missing)} (not installed); install the onnx extra: pip install -e \".[onnx]\"")
+        raise UserError(
+            f'format=onnx needs the packages {", ".join(missing)} (not installed); install the onnx extra: pip install -e ".[onnx]"'
+        )
 
 
 def check_out_path(path: Path, overwrite: bool) -> None:
     if path.is_dir():
         raise UserError(f"out='{path}' is a directory; give a file path, e.g. out={path / 'policy.pt'}")
     if path.exists() and not overwrite:
-        raise UserError(
-            f"'{path}' already exists; choose another out=<path> or pass overwrite=true to replace it (nothing was written)"
-        )
+        raise UserError(f"'{path}' already exists; choose another out=<path> or pass overwrite=true to replace it (nothing was written)")
 
 
 def build_metadata(loaded, fmt: str) -> dict[str, Any]:
@@ -181,8 +181,10 @@ def main(argv: list[str]) -> None:
     result = export_policy(args)
     out = result.path
     print(f"wrote {out} ({args.format}, {out.stat().st_size / 1024:.1f} KiB) from {result.source_checkpoint}")
-    print(f"verified: matches the training policy on {result.probe_count} probe observations, single and batched "
-          f"(max |diff| {result.max_diff:.2g})")
+    print(
+        f"verified: matches the training policy on {result.probe_count} probe observations, single and batched "
+        f"(max |diff| {result.max_diff:.2g})"
+    )
     print("metadata:")
     for key, value in json.loads(result.metadata_json).items():
         print(f"  {key}: {json.dumps(value) if not isinstance(value, str) else value}")
@@ -198,7 +200,7 @@ def usage_hint(out: Path, fmt: str, obs_dim: int) -> str:
             f"  python: policy = torch.jit.load('{out}')  # needs only torch\n"
             f"          action = policy(torch.as_tensor(obs, dtype=torch.float32))  # obs: [{obs_dim}] or [batch, {obs_dim}], raw\n"
             f"          extra = {{'{METADATA_FILE}': ''}}; torch.jit.load('{out}', _extra_files=extra)  # fills extra\n"
-            f"  C++:    torch::jit::load(\"{out}\") with libtorch; see examples/cpp/README.md"
+            f'  C++:    torch::jit::load("{out}") with libtorch; see examples/cpp/README.md'
         )
     return (
         f"  python: session = onnxruntime.InferenceSession('{out}')\n"

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import warnings
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -22,8 +23,7 @@ class Policy:
     it does nothing now; calling it keeps a control loop right for stateful policies too.
     """
 
-    def __init__(self, act: Callable[[np.ndarray], np.ndarray], obs_dim: int, action_dim: int,
-                 source: Path, metadata: dict[str, Any]):
+    def __init__(self, act: Callable[[np.ndarray], np.ndarray], obs_dim: int, action_dim: int, source: Path, metadata: dict[str, Any]):
         self._act = act
         self.obs_dim, self.action_dim = obs_dim, action_dim
         self.source = source
@@ -32,8 +32,10 @@ class Policy:
     def __call__(self, obs: Any) -> np.ndarray:
         obs = np.asarray(obs, dtype=np.float32)
         if obs.ndim not in (1, 2) or obs.shape[-1] != self.obs_dim:
-            raise UserError(f"policy from '{self.source}' takes observations of shape [{self.obs_dim}] or "
-                            f"[batch, {self.obs_dim}]; got shape {list(obs.shape)}")
+            raise UserError(
+                f"policy from '{self.source}' takes observations of shape [{self.obs_dim}] or "
+                f"[batch, {self.obs_dim}]; got shape {list(obs.shape)}"
+            )
         return self._act(obs)
 
     def reset(self) -> None:

@@ -100,8 +100,12 @@ class RewardScaler:
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         scalar = lambda value: torch.tensor(value, dtype=torch.float64)  # noqa: E731
-        return {"returns": torch.from_numpy(self.returns.copy()),
-                "stats.mean": scalar(self.mean), "stats.var": scalar(self.var), "stats.count": scalar(self.count)}
+        return {
+            "returns": torch.from_numpy(self.returns.copy()),
+            "stats.mean": scalar(self.mean),
+            "stats.var": scalar(self.var),
+            "stats.count": scalar(self.count),
+        }
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         self.returns = state["returns"].to(torch.float64).numpy().copy()

@@ -292,11 +292,13 @@ def plot_learning_curves(runs: list[Run], x: str, out: str | Path) -> Path:
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize="x-small")
-    for ax in axes[len(by_task):]:
+    for ax in axes[len(by_task) :]:
         ax.set_visible(False)
     # What the two marks mean, once for the whole figure; the subplots' legends name experiments.
-    styles = [Line2D([], [], color="0.3", label="training episode return"),
-              Line2D([], [], color="0.3", marker="o", linestyle="--", markersize=4, label="deterministic evaluation return")]
+    styles = [
+        Line2D([], [], color="0.3", label="training episode return"),
+        Line2D([], [], color="0.3", marker="o", linestyle="--", markersize=4, label="deterministic evaluation return"),
+    ]
     fig.legend(handles=styles, loc="outside lower center", ncols=2, fontsize="small")
     fig.suptitle("mean ± std over seeds")
     return _save(fig, out)
@@ -349,7 +351,9 @@ def main(argv: list[str]) -> None:
     if args.x not in X_AXES:
         raise ConfigError(f"plot: x={args.x!r} is not valid; choose one of: {', '.join(X_AXES)}")
     if not dirs:
-        raise ConfigError("plot: give at least one run directory or a directory that contains runs, e.g. python -m ppo_control.plot runs/Hopper")
+        raise ConfigError(
+            "plot: give at least one run directory or a directory that contains runs, e.g. python -m ppo_control.plot runs/Hopper"
+        )
     out = _check_out(args.out if args.out else Path(dirs[0]) / "learning_curves.png")
     runs = load_runs(dirs)
     written = [plot_learning_curves(runs, args.x, out)]

@@ -33,13 +33,13 @@ class Batch:
     def __len__(self) -> int:
         return self.obs.shape[0]
 
-    def subset(self, index: torch.Tensor) -> "Batch":
+    def subset(self, index: torch.Tensor) -> Batch:
         return Batch(*(getattr(self, name)[index] for name in self.__dataclass_fields__))
 
-    def minibatches(self, count: int) -> list["Batch"]:
+    def minibatches(self, count: int) -> list[Batch]:
         """`count` equal consecutive slices (views, no copies)."""
         size = len(self) // count
-        return [Batch(*(getattr(self, name)[k * size:(k + 1) * size] for name in self.__dataclass_fields__)) for k in range(count)]
+        return [Batch(*(getattr(self, name)[k * size : (k + 1) * size] for name in self.__dataclass_fields__)) for k in range(count)]
 
 
 def prepare_batch(policy: nn.Module, storage: RolloutStorage, last_values: torch.Tensor, gamma: float, gae_lambda: float) -> Batch:
@@ -54,7 +54,9 @@ def prepare_batch(policy: nn.Module, storage: RolloutStorage, last_values: torch
         norm_obs = policy.normalize(raw_obs)
         log_probs, _, values = policy.evaluate_actions(norm_obs, actions)
     advantages, returns = storage.compute_advantages(values.view(storage.num_steps, storage.num_envs), last_values, gamma, gae_lambda)
-    return Batch(obs=norm_obs, actions=actions, log_probs=log_probs, values=values, advantages=advantages.view(-1), returns=returns.view(-1))
+    return Batch(
+        obs=norm_obs, actions=actions, log_probs=log_probs, values=values, advantages=advantages.view(-1), returns=returns.view(-1)
+    )
 
 
 def clipped_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, clip_range: float) -> torch.Tensor:
@@ -184,7 +186,9 @@ def ppo_update(
             max_norm = hp.max_grad_norm if hp.max_grad_norm is not None else float("inf")
             grad_norm = float(nn.utils.clip_grad_norm_(params, max_norm))
             if not math.isfinite(grad_norm):
-                raise NonFiniteError(f"non-finite gradient norm at epoch {epochs_run}, minibatch {minibatches_seen}; the step was not taken")
+                raise NonFiniteError(
+                    f"non-finite gradient norm at epoch {epochs_run}, minibatch {minibatches_seen}; the step was not taken"
+                )
             grad_norm_total += grad_norm
             optimizer.step()
             steps_taken += 1

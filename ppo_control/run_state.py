@@ -48,8 +48,13 @@ class Progress:
         return float(np.mean(self.recent_lengths)) if self.recent_lengths else None
 
     def state_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "update": self.update, "episodes": self.episodes,
-                "recent_returns": list(self.recent_returns), "recent_lengths": list(self.recent_lengths)}
+        return {
+            "step": self.step,
+            "update": self.update,
+            "episodes": self.episodes,
+            "recent_returns": list(self.recent_returns),
+            "recent_lengths": list(self.recent_lengths),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step, self.update, self.episodes = int(state["step"]), int(state["update"]), int(state["episodes"])
@@ -62,8 +67,15 @@ def rank_state(generator: torch.Generator, collector: RolloutCollector) -> dict[
     return {"rng": capture_rng_state(generator), **collector.state_dict()}
 
 
-def capture(cfg: DictConfig, policy: torch.nn.Module, optimizer: torch.optim.Optimizer, progress: Progress,
-            info: EnvInfo, dist: Distributed, own_rank_state: dict[str, Any]) -> dict[str, Any]:
+def capture(
+    cfg: DictConfig,
+    policy: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    progress: Progress,
+    info: EnvInfo,
+    dist: Distributed,
+    own_rank_state: dict[str, Any],
+) -> dict[str, Any]:
     """The whole run. Collective: every rank must call it at the same point."""
     ranks = dist.all_gather_object(own_rank_state)
     return {

@@ -185,7 +185,9 @@ def load_run(run_dir: str | Path, checkpoint: str | Path | None = None) -> Loade
     if checkpoint is None:
         path = run_dir / CHECKPOINT_DIR / LAST_CHECKPOINT
         if not path.is_file():
-            raise CheckpointError(f"'{run_dir}' holds no checkpoint ({CHECKPOINT_DIR}/{LAST_CHECKPOINT} is missing); is it a ppo_control run directory?")
+            raise CheckpointError(
+                f"'{run_dir}' holds no checkpoint ({CHECKPOINT_DIR}/{LAST_CHECKPOINT} is missing); is it a ppo_control run directory?"
+            )
     else:
         path = Path(checkpoint)
         if not path.is_file() and (run_dir / CHECKPOINT_DIR / path).is_file():
@@ -220,7 +222,7 @@ def truncate_metrics(run_dir: Path, step: int) -> int:
             continue
         if row.get("step", 0) <= step:
             keep.append(line if line.endswith("\n") else line + "\n")
-    if len(keep) == len(lines) and all(l.endswith("\n") for l in lines):
+    if len(keep) == len(lines) and all(line.endswith("\n") for line in lines):
         return 0
     atomic_write(path, lambda tmp: tmp.write_text("".join(keep), encoding="utf-8"))
     return len(lines) - len(keep)

@@ -28,7 +28,9 @@ class RolloutStorage:
         self.truncated = torch.zeros(shape, dtype=torch.bool)
         self.rewards_np, self.terminated_np, self.truncated_np = self.rewards.numpy(), self.terminated.numpy(), self.truncated.numpy()
 
-    def compute_advantages(self, values: torch.Tensor, last_values: torch.Tensor, gamma: float, gae_lambda: float) -> tuple[torch.Tensor, torch.Tensor]:
+    def compute_advantages(
+        self, values: torch.Tensor, last_values: torch.Tensor, gamma: float, gae_lambda: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(advantages, returns) for the stored rollout; `values` [T, N] = V(stored observations),
         `last_values` = V(obs after the last step)."""
         # The host-side tensors go in as they are: compute_gae runs on the CPU anyway.

@@ -43,8 +43,7 @@ def task_info(name: str) -> TaskInfo:
         dt = getattr(env.unwrapped, "dt", None)
     finally:
         env.close()
-    return TaskInfo(name=str(cfg.task), env_id=env_id, obs_dim=obs_dim, action_dim=action_dim,
-                    dt=None if dt is None else float(dt))
+    return TaskInfo(name=str(cfg.task), env_id=env_id, obs_dim=obs_dim, action_dim=action_dim, dt=None if dt is None else float(dt))
 
 
 def list_tasks() -> list[TaskInfo]:

@@ -48,8 +48,18 @@ def check_finite_parameters(policy: torch.nn.Module, update: int) -> None:
 
 def metrics_row(progress: Progress, stats: dict[str, Any], log_std_mean: float, steps: int, seconds: float) -> dict[str, Any]:
     """One update's row of metrics.jsonl (and of the console, TensorBoard and wandb)."""
-    keys = ("approx_kl", "clip_fraction", "entropy", "explained_variance", "grad_norm", "policy_loss", "value_loss",
-            "learning_rate", "epochs_run", "kl_early_stop")
+    keys = (
+        "approx_kl",
+        "clip_fraction",
+        "entropy",
+        "explained_variance",
+        "grad_norm",
+        "policy_loss",
+        "value_loss",
+        "learning_rate",
+        "epochs_run",
+        "kl_early_stop",
+    )
     return {
         "step": progress.step,
         "update": progress.update,
@@ -86,7 +96,9 @@ class StopSignals:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.requested = True
-        print(f"\n{signal.Signals(signum).name}: finishing this update, then saving a checkpoint (Ctrl-C again to stop at once)", flush=True)
+        print(
+            f"\n{signal.Signals(signum).name}: finishing this update, then saving a checkpoint (Ctrl-C again to stop at once)", flush=True
+        )
 
 
 class Trainer:
@@ -127,8 +139,9 @@ class Trainer:
         if self.dist.enabled:
             torch.manual_seed(cfg.seed + RANK_SEED_STRIDE * self.dist.rank)  # each rank samples its own actions
         self.learner = PPOLearner(self.policy, cfg.ppo, cfg.total_steps, self.generator, self.dist)
-        self.collector = RolloutCollector(self.envs, self.policy, cfg.ppo.rollout_steps, cfg.ppo.gamma,
-                                          cfg.normalize.reward_clip, cfg.normalize.reward, self.device)
+        self.collector = RolloutCollector(
+            self.envs, self.policy, cfg.ppo.rollout_steps, cfg.ppo.gamma, cfg.normalize.reward_clip, cfg.normalize.reward, self.device
+        )
         self.progress = Progress()
         self.eval_envs = None
         self.collector.reset(self.env_seed)
@@ -197,8 +210,10 @@ class Trainer:
         if updates_this_call == 0:
             self._say(f"run already at step {progress.step:,} >= total_steps={cfg.total_steps:,}; pass total_steps=N to train longer")
         else:
-            self._say(f"done: eval return {final.get('eval_return', float('nan')):.1f} +- "
-                      f"{final.get('eval_return_std', float('nan')):.1f}; run saved in {self.run.path}")
+            self._say(
+                f"done: eval return {final.get('eval_return', float('nan')):.1f} +- "
+                f"{final.get('eval_return_std', float('nan')):.1f}; run saved in {self.run.path}"
+            )
         return final
 
     def train_one_update(self) -> dict[str, Any]:
@@ -237,10 +252,15 @@ class Trainer:
 
     def _decide_together(self, max_updates_reached: bool) -> tuple[bool, bool]:
         """(stop now, refresh last.pt now), the same on every rank (a signal may reach one rank only)."""
-        flags = self.dist.all_reduce(torch.tensor([
-            float(self.stop.requested or max_updates_reached),
-            float(time.monotonic() - self._last_saved >= self.cfg.checkpoint.save_last_seconds),
-        ]), "max")
+        flags = self.dist.all_reduce(
+            torch.tensor(
+                [
+                    float(self.stop.requested or max_updates_reached),
+                    float(time.monotonic() - self._last_saved >= self.cfg.checkpoint.save_last_seconds),
+                ]
+            ),
+            "max",
+        )
         return bool(flags[0]), bool(flags[1])
 
     def _announce(self) -> None:
@@ -248,8 +268,10 @@ class Trainer:
         verb = "resuming" if self.progress.step else "training"
         ranks = f" on {self.dist.world_size} ranks" if self.dist.enabled else ""
         cores = usable_cores()
-        self._say(f"{verb} {cfg.task} ({cfg.env.id}){ranks} at step {self.progress.step:,} of {cfg.total_steps:,}, "
-                  f"{cores} core{'s' if cores > 1 else ''} -> {self.run.path}")
+        self._say(
+            f"{verb} {cfg.task} ({cfg.env.id}){ranks} at step {self.progress.step:,} of {cfg.total_steps:,}, "
+            f"{cores} core{'s' if cores > 1 else ''} -> {self.run.path}"
+        )
 
     def _say(self, text: str) -> None:
         """A line on rank 0's console (through the logger, so a progress bar is not garbled)."""
@@ -282,9 +304,19 @@ class Trainer:
         }
         if cfg.eval.video:
             directory = video_directory(cfg.eval.video_dir, cfg.task, self.run.name)
-            paths = record_videos(self.policy, cfg.env, directory, self.progress.step, cfg.eval.video_episodes, seed,
-                                  cfg.eval.video_width, cfg.eval.video_height, cfg.eval.video_fps, self.device,
-                                  overlay=cfg.eval.video_overlay)
+            paths = record_videos(
+                self.policy,
+                cfg.env,
+                directory,
+                self.progress.step,
+                cfg.eval.video_episodes,
+                seed,
+                cfg.eval.video_width,
+                cfg.eval.video_height,
+                cfg.eval.video_fps,
+                self.device,
+                overlay=cfg.eval.video_overlay,
+            )
             result["videos"] = [str(p) for p in paths]
         return result
 
@@ -309,15 +341,21 @@ class Trainer:
         mine = run_state.own_rank_state(state, self.dist)
         if mine is None:
             if self.dist.is_main:
-                print(f"resume: the checkpoint comes from {int(state.get('world_size', 1))} rank(s), this run has "
-                      f"{self.dist.world_size}: every sub-env starts a new episode, RNGs are reseeded and rank 0's reward "
-                      "scale is used", flush=True)
+                print(
+                    f"resume: the checkpoint comes from {int(state.get('world_size', 1))} rank(s), this run has "
+                    f"{self.dist.world_size}: every sub-env starts a new episode, RNGs are reseeded and rank 0's reward "
+                    "scale is used",
+                    flush=True,
+                )
             self.collector.reward_scaler.load_state_dict(state["reward_scaler"])
             torch.manual_seed(self.cfg.seed + RANK_SEED_STRIDE * self.dist.rank + self.progress.update)
             self.collector.reset(self.env_seed + self.progress.update)
         elif not run_state.restore_rank(mine, self.generator, self.collector):
-            print("resume: this env backend cannot save its state; every sub-env starts a new episode "
-                  "(the resumed run is not bit-identical to an uninterrupted one)", flush=True)
+            print(
+                "resume: this env backend cannot save its state; every sub-env starts a new episode "
+                "(the resumed run is not bit-identical to an uninterrupted one)",
+                flush=True,
+            )
             self.collector.reset(self.env_seed + self.progress.update)
 
     def _next_multiple(self, every: int) -> int | None:

@@ -119,8 +119,12 @@ def move_world_lights(scene: mujoco.MjvScene, model: mujoco.MjModel, shift: np.n
     would lose its shadow."""
     for i in range(scene.nlight):
         light = scene.lights[i]
-        if (not light.headlight and 0 <= light.id < model.nlight and model.light_bodyid[light.id] == 0
-                and light.type == mujoco.mjtLightType.mjLIGHT_DIRECTIONAL):
+        if (
+            not light.headlight
+            and 0 <= light.id < model.nlight
+            and model.light_bodyid[light.id] == 0
+            and light.type == mujoco.mjtLightType.mjLIGHT_DIRECTIONAL
+        ):
             light.pos[:] = light.pos + shift
 
 
@@ -192,8 +196,7 @@ class MujocoFrames:
     def __call__(self) -> np.ndarray:
         self._gl.make_current()
         _follow_robot(self.camera, self.data)
-        mujoco.mjv_updateScene(self.model, self.data, self._option, self._perturb, self.camera,
-                               mujoco.mjtCatBit.mjCAT_ALL, self.scene)
+        mujoco.mjv_updateScene(self.model, self.data, self._option, self._perturb, self.camera, mujoco.mjtCatBit.mjCAT_ALL, self.scene)
         if self.floor_periods and self.model.nbody > 1:
             shift = recentre_floors(self.scene, self.floor_periods, self.data.xpos[1])
             move_world_lights(self.scene, self.model, shift)
@@ -222,8 +225,9 @@ def _make_render_env(env_cfg, width: int, height: int) -> tuple[gym.Env, Frames]
     env.reset(seed=0)
     if not _is_mujoco(env):
         env.close()
-        env = make_env_factory(str(env_cfg.id), kwargs | {"width": width, "height": height}, env_cfg.max_episode_steps,
-                               render_mode="rgb_array")()
+        env = make_env_factory(
+            str(env_cfg.id), kwargs | {"width": width, "height": height}, env_cfg.max_episode_steps, render_mode="rgb_array"
+        )()
         env.reset(seed=0)
         return env, env.render
     errors = []
@@ -299,6 +303,7 @@ def record_episode(
     dt = float(getattr(env.unwrapped, "dt", 1.0 / fps))
     episode_return, length = 0.0, 0
     with imageio.get_writer(path, fps=fps, codec="libx264", macro_block_size=2, ffmpeg_log_level="error") as writer:
+
         def write_frame() -> None:
             frame = frames()
             writer.append_data(draw_overlay(frame, length * dt, length, episode_return) if overlay else frame)

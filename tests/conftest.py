@@ -26,9 +26,7 @@ TINY = [
 
 def run_module(module: str, *args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run `python -m <module> args...` as a user would."""
-    return subprocess.run(
-        [sys.executable, "-m", module, *args], cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout
-    )
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout)
 
 
 def train_in_process(run_dir: Path, *overrides: str):

@@ -5,7 +5,6 @@ usage: dist_worker.py <dump_dir> <mode: normal|crash> <max_updates> key=value ..
 """
 
 import os
-import sys
 
 import torch
 

@@ -95,8 +95,9 @@ def test_python_api_example_runs(tmp_path):
     import subprocess
     import sys
 
-    result = subprocess.run([sys.executable, str(ROOT / "examples" / "python_api.py"), "2048"], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "python_api.py"), "2048"], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "trained 2,048 steps" in result.stdout
     assert "one episode driven by the loaded policy" in result.stdout

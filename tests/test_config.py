@@ -27,13 +27,24 @@ def test_every_contract_key_exists_and_is_documented_in_train_yaml():
     text = (ROOT / "configs" / "train.yaml").read_text()
     for key in keys:
         leaf = key.split(".")[-1]
-        line = next((l for l in text.splitlines() if l.strip().startswith(f"{leaf}:")), None)
+        line = next((row for row in text.splitlines() if row.strip().startswith(f"{leaf}:")), None)
         assert line is not None and "#" in line, f"{key} has no commented default in train.yaml"
 
 
 def test_all_eleven_tasks_exist_and_compose():
-    expected = {"HalfCheetah", "Hopper", "Walker2d", "Ant", "Humanoid", "HumanoidStandup", "Swimmer",
-                "InvertedPendulum", "InvertedDoublePendulum", "Reacher", "Pusher"}
+    expected = {
+        "HalfCheetah",
+        "Hopper",
+        "Walker2d",
+        "Ant",
+        "Humanoid",
+        "HumanoidStandup",
+        "Swimmer",
+        "InvertedPendulum",
+        "InvertedDoublePendulum",
+        "Reacher",
+        "Pusher",
+    }
     assert expected <= set(available_tasks())
     for task in expected:
         assert compose([f"task={task}"]).env.id == f"{task}-v5"
@@ -97,7 +108,12 @@ def test_paper_preset_replaces_the_task_tuning_and_the_command_line_still_wins()
     paper = compose(["task=HalfCheetah", "preset=paper"])
     assert paper.preset == "paper"
     assert (paper.env.n_envs, paper.ppo.rollout_steps, paper.ppo.epochs, paper.ppo.minibatches) == (1, 2048, 10, 32)
-    assert (paper.ppo.learning_rate, paper.ppo.lr_schedule, list(paper.policy.hidden_sizes), paper.policy.activation) == (3e-4, "linear", [64, 64], "tanh")
+    assert (paper.ppo.learning_rate, paper.ppo.lr_schedule, list(paper.policy.hidden_sizes), paper.policy.activation) == (
+        3e-4,
+        "linear",
+        [64, 64],
+        "tanh",
+    )
     assert paper.ppo.target_kl is None and paper.env.id == "HalfCheetah-v5"
     assert compose(["task=HalfCheetah", "preset=paper", "ppo.epochs=3"]).ppo.epochs == 3
     assert compose(["task=HalfCheetah"]).preset == "fast"

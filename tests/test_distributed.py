@@ -8,7 +8,6 @@ import sys
 import time
 
 import numpy as np
-import pytest
 import torch
 
 from conftest import ROOT, TINY
@@ -26,10 +25,18 @@ def launch_ranks(args_per_rank, port):
     """Start one process per rank the way torchrun would (env vars), without torchrun's supervision."""
     procs = []
     for rank, args in enumerate(args_per_rank):
-        env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(len(args_per_rank)),
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "PYTHONPATH": str(ROOT / "tests")}
-        procs.append(subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
+        env = {
+            **os.environ,
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(len(args_per_rank)),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "PYTHONPATH": str(ROOT / "tests"),
+        }
+        procs.append(
+            subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        )
     return procs
 
 
@@ -63,17 +70,28 @@ def test_two_ranks_hold_identical_parameters_and_union_statistics(tmp_path):
 def test_torchrun_run_resumes_on_two_ranks_and_on_one(tmp_path):
     run = tmp_path / "run"
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    first = subprocess.run([*torchrun, "-m", "ppo_control.train", "task=InvertedPendulum", "total_steps=512", *TINY,
-                            f"run_dir={run}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    first = subprocess.run(
+        [*torchrun, "-m", "ppo_control.train", "task=InvertedPendulum", "total_steps=512", *TINY, f"run_dir={run}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     assert [r["step"] for r in rows(run)] == [256, 512]
     assert "eval_return" in rows(run)[-1]
-    second = subprocess.run([*torchrun, "-m", "ppo_control.train", f"resume={run}", "total_steps=1024"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    second = subprocess.run(
+        [*torchrun, "-m", "ppo_control.train", f"resume={run}", "total_steps=1024"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert second.returncode == 0, second.stderr[-3000:]
     assert [r["step"] for r in rows(run)] == [256, 512, 768, 1024]
-    single = subprocess.run([sys.executable, "-m", "ppo_control.train", f"resume={run}", "total_steps=1280"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    single = subprocess.run(
+        [sys.executable, "-m", "ppo_control.train", f"resume={run}", "total_steps=1280"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert single.returncode == 0, single.stderr
     assert "comes from 2 rank(s), this run has 1" in single.stdout
     assert [r["step"] for r in rows(run)][-1] == 1280
@@ -81,8 +99,18 @@ def test_torchrun_run_resumes_on_two_ranks_and_on_one(tmp_path):
 
 def test_a_crashing_rank_ends_the_other_with_an_error_in_bounded_time(tmp_path):
     run = tmp_path / "run"
-    args = [WORKER, str(tmp_path), "crash", "100", "task=InvertedPendulum", "total_steps=100000", *TINY,
-            "checkpoint.save_last_seconds=0", "dist_timeout=60", f"run_dir={run}"]
+    args = [
+        WORKER,
+        str(tmp_path),
+        "crash",
+        "100",
+        "task=InvertedPendulum",
+        "total_steps=100000",
+        *TINY,
+        "checkpoint.save_last_seconds=0",
+        "dist_timeout=60",
+        f"run_dir={run}",
+    ]
     started = time.time()
     rank0, rank1 = launch_ranks([args, args], free_port())
     rank1.communicate(timeout=300)

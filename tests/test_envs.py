@@ -21,7 +21,7 @@ def test_truncation_returns_the_real_final_observation():
     ref_obs, _ = reference.reset(seed=7)
     np.testing.assert_allclose(obs[0], ref_obs, rtol=1e-6)
     zero = np.zeros((2, 1), dtype=np.float32)
-    for t in range(5):
+    for _ in range(5):
         result = envs.step(zero)
         ref_obs, ref_reward, ref_term, ref_trunc, _ = reference.step(zero[0])
     assert result.truncated.all() and not result.terminated.any()
@@ -36,7 +36,7 @@ def test_termination_is_not_truncation():
     envs = make_vec_env(env_cfg(n_envs=1))
     envs.reset(seed=0)
     push = np.full((1, 1), 3.0, dtype=np.float32)
-    for t in range(200):
+    for t in range(200):  # noqa: B007  (t is read after the loop)
         result = envs.step(push)
         if result.terminated[0] or result.truncated[0]:
             break
@@ -94,6 +94,7 @@ def test_bad_ids_raise_user_errors(bad_id):
 # ---------------------------------------------------------------------------------------------
 # envpool backend: same protocol, same semantics, same dynamics as Gymnasium.
 
+
 def envpool_cfg(**overrides):
     return env_cfg(**{"backend": "envpool", "num_threads": 1, **overrides})
 
@@ -118,7 +119,7 @@ def test_envpool_matches_gymnasium_dynamics(env_id):
     obs = pool.reset(seed=3)
     reference.reset(seed=0)
     skip, model = PARITY_TASKS[env_id], reference.unwrapped.model
-    reference.unwrapped.set_state(np.concatenate([np.zeros(skip), obs[0, : model.nq - skip]]), obs[0, model.nq - skip:])
+    reference.unwrapped.set_state(np.concatenate([np.zeros(skip), obs[0, : model.nq - skip]]), obs[0, model.nq - skip :])
     rng = np.random.default_rng(0)
     for t in range(10):
         high = reference.action_space.high
@@ -136,7 +137,7 @@ def test_envpool_matches_gymnasium_dynamics(env_id):
 
 def test_envpool_truncation_resets_in_the_same_step():
     envs = make_vec_env(envpool_cfg(id="Hopper-v5", n_envs=3, max_episode_steps=4))
-    obs = envs.reset(seed=0)
+    envs.reset(seed=0)
     zero = np.zeros((3, 3), dtype=np.float32)
     for _ in range(3):
         result = envs.step(zero)
@@ -157,7 +158,7 @@ def test_envpool_termination_keeps_the_fallen_final_observation():
     envs = make_vec_env(envpool_cfg(id="Hopper-v5", n_envs=2))
     envs.reset(seed=0)
     push = np.ones((2, 3), dtype=np.float32)
-    for _ in range(200):
+    for t in range(200):  # noqa: B007  (t is read after the loop)
         result = envs.step(push)
         if result.terminated.any():
             break

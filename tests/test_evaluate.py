@@ -19,15 +19,24 @@ def trained_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("evalrun")
     run_dir = root / "run"
     overrides = [o for o in TINY if not o.startswith("eval.episodes")]
-    result = run_module("ppo_control.train", "task=InvertedPendulum", "total_steps=1024", *overrides, "eval.episodes=3",
-                        "eval.video=true", "eval.video_width=64", "eval.video_height=48", f"eval.video_dir={root / 'videos'}",
-                        f"run_dir={run_dir}")
+    result = run_module(
+        "ppo_control.train",
+        "task=InvertedPendulum",
+        "total_steps=1024",
+        *overrides,
+        "eval.episodes=3",
+        "eval.video=true",
+        "eval.video_width=64",
+        "eval.video_height=48",
+        f"eval.video_dir={root / 'videos'}",
+        f"run_dir={run_dir}",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     return run_dir
 
 
 def final_row(run_dir):
-    return [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()][-1]
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][-1]
 
 
 def test_evaluate_reproduces_training_eval_and_leaves_checkpoint_untouched(trained_run):
@@ -85,12 +94,15 @@ def test_evaluate_video_never_overwrites(trained_run, tmp_path):
     assert videos == ["step000001024-episode0-2.mp4", "step000001024-episode0.mp4"]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["run=/nonexistent/run"], "does not exist"),
-    (["episodes=3"], "missing argument run="),
-    (["run=.", "episods=3"], "Did you mean 'episodes'"),
-    (["run=.", "episodes=0"], "episodes must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run=/nonexistent/run"], "does not exist"),
+        (["episodes=3"], "missing argument run="),
+        (["run=.", "episods=3"], "Did you mean 'episodes'"),
+        (["run=.", "episodes=0"], "episodes must be >= 1"),
+    ],
+)
 def test_evaluate_bad_input(args, message):
     result = run_module("ppo_control.evaluate", *args)
     assert result.returncode == 2

@@ -78,8 +78,7 @@ def cpp_build(tmp_path_factory):
         f"-DCMAKE_PREFIX_PATH='{torch.utils.cmake_prefix_path}' && cmake --build {build} -j2"
     )
     # Own session, so cmake, make and the compiler can be stopped together if the C++ test is deselected.
-    process = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True)
+    process = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     yield {"process": process, "binary": build / "run_policy"}
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGKILL)
@@ -263,8 +262,9 @@ def isolated(exports, expected, tmp_path_factory):
         for name in expected
     }
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    result = subprocess.run([sys.executable, "-c", ISOLATED_CHECK, json.dumps(cases)], cwd=work, env=env,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", ISOLATED_CHECK, json.dumps(cases)], cwd=work, env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     outputs = {name: dict(np.load(case["result"])) for name, case in cases.items()}
@@ -408,8 +408,9 @@ def test_cpp_example_builds_and_matches_python(cpp_build, exports, expected, tmp
     actions = np.array([[float(x) for x in line.split()[1:]] for line in lines if line.startswith("action:")])
     np.testing.assert_allclose(actions, reference, rtol=0, atol=ATOL)
 
-    single = subprocess.run([str(cpp_build["binary"]), str(policy), *(f"{x:.9g}" for x in obs[0].tolist())],
-                            capture_output=True, text=True, timeout=60)
+    single = subprocess.run(
+        [str(cpp_build["binary"]), str(policy), *(f"{x:.9g}" for x in obs[0].tolist())], capture_output=True, text=True, timeout=60
+    )
     assert single.returncode == 0, single.stderr
     action = [float(x) for x in single.stdout.splitlines()[-1].split()[1:]]
     np.testing.assert_allclose(action, arrays["act_single_real"][0], rtol=0, atol=ATOL)
@@ -470,7 +471,12 @@ def test_onnx_without_the_extra_says_how_to_install_it(runs, tmp_path):
     code = BLOCK_PPO_CONTROL.replace('name == "ppo_control" or name.startswith("ppo_control.")', 'name.split(".")[0] == "onnxscript"')
     code += "import runpy; sys.argv = ['export', *sys.argv[1:]]; runpy.run_module('ppo_control.export', run_name='__main__')"
     out = tmp_path / "p.onnx"
-    result = subprocess.run([sys.executable, "-c", code, f"run={runs['ip']['dir']}", "format=onnx", f"out={out}"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code, f"run={runs['ip']['dir']}", "format=onnx", f"out={out}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert_one_line_error(result, "onnxscript", 'pip install -e ".[onnx]"')
     assert not out.exists()

@@ -12,8 +12,14 @@ def gae(terminated, truncated, truncation_values, last_value=4.0):
     values = torch.tensor([[1.0], [2.0], [3.0]])
     as_col = lambda xs, dtype=torch.bool: torch.tensor(xs, dtype=dtype).view(3, 1)
     adv, ret = compute_gae(
-        rewards, values, torch.tensor([last_value]), as_col(terminated), as_col(truncated),
-        as_col(truncation_values, torch.float32), GAMMA, LAMBDA,
+        rewards,
+        values,
+        torch.tensor([last_value]),
+        as_col(terminated),
+        as_col(truncated),
+        as_col(truncation_values, torch.float32),
+        GAMMA,
+        LAMBDA,
     )
     return adv.view(-1).tolist(), ret.view(-1).tolist()
 

@@ -23,15 +23,36 @@ from conftest import ROOT
 pytestmark = pytest.mark.slow
 
 # Left out of the copy the wheel is built from: VCS data, earlier build outputs, run outputs.
-_NOT_SOURCE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".ruff_cache",
-                                     ".venv", "runs", "wandb", "results", "videos", "MUJOCO_LOG.TXT")
+_NOT_SOURCE = shutil.ignore_patterns(
+    ".git",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".venv",
+    "runs",
+    "wandb",
+    "results",
+    "videos",
+    "MUJOCO_LOG.TXT",
+)
 SHIPPED_YAML = sorted(
     [f"ppo_control/data/configs/{p.relative_to(ROOT / 'configs').as_posix()}" for p in (ROOT / "configs").rglob("*.yaml")]
     + [f"ppo_control/data/tasks/{p.name}" for p in (ROOT / "tasks").glob("*.yaml")]
 )
 TINY_WHEEL = [
-    "task=Hopper", "total_steps=256", "env.backend=gymnasium", "env.n_envs=2", "ppo.rollout_steps=64", "ppo.epochs=1",
-    "ppo.minibatches=2", "eval.episodes=1", "eval.every_steps=0", "log.tensorboard=false",
+    "task=Hopper",
+    "total_steps=256",
+    "env.backend=gymnasium",
+    "env.n_envs=2",
+    "ppo.rollout_steps=64",
+    "ppo.epochs=1",
+    "ppo.minibatches=2",
+    "eval.episodes=1",
+    "eval.every_steps=0",
+    "log.tensorboard=false",
 ]
 
 
@@ -44,8 +65,7 @@ class Venv:
         self.env["WANDB_MODE"] = "disabled"
 
     def run(self, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-        return subprocess.run([str(self.python), *args], cwd=self.outside, env=self.env, capture_output=True, text=True,
-                              timeout=timeout)
+        return subprocess.run([str(self.python), *args], cwd=self.outside, env=self.env, capture_output=True, text=True, timeout=timeout)
 
     def module(self, module: str, *args: str) -> subprocess.CompletedProcess:
         return self.run("-m", module, *args)
@@ -63,8 +83,15 @@ def wheel(tmp_path_factory) -> Path:
     source = work / "src"
     shutil.copytree(ROOT, source, ignore=_NOT_SOURCE)  # a clean tree: no stale build/lib in the wheel, no junk in the repo
     dist = work / "dist"
-    _ok(subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(source)],
-                       cwd=work, capture_output=True, text=True, timeout=300))
+    _ok(
+        subprocess.run(
+            [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(source)],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    )
     (path,) = dist.glob("ppo_control-*.whl")
     return path
 
@@ -72,8 +99,14 @@ def wheel(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def venv(wheel, tmp_path_factory) -> Venv:
     root = tmp_path_factory.mktemp("venv")
-    _ok(subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(root / "env")],
-                       capture_output=True, text=True, timeout=120))
+    _ok(
+        subprocess.run(
+            [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(root / "env")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    )
     outside = root / "cwd"
     outside.mkdir()
     env = Venv(root / "env", outside)
@@ -89,8 +122,11 @@ def venv(wheel, tmp_path_factory) -> Venv:
         (Path(purelib) / "_outer_site_packages.pth").write_text(line + "\n")
     # --ignore-installed: the editable install of this checkout is visible through the outer
     # site-packages; pip must install beside it, not try to replace it.
-    _ok(env.run("-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "--disable-pip-version-check",
-                "--quiet", str(wheel)))
+    _ok(
+        env.run(
+            "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "--disable-pip-version-check", "--quiet", str(wheel)
+        )
+    )
     return env
 
 
@@ -103,8 +139,10 @@ def test_wheel_ships_the_yaml_files(wheel):
 
 
 def test_venv_imports_the_wheel_not_the_checkout(venv):
-    code = ("import json, ppo_control, ppo_control.config as c, ppo_control.resources as r; "
-            "print(json.dumps([ppo_control.__file__, str(r.DATA_ROOT), str(c.CONFIG_DIR), str(c.TASKS_DIR)]))")
+    code = (
+        "import json, ppo_control, ppo_control.config as c, ppo_control.resources as r; "
+        "print(json.dumps([ppo_control.__file__, str(r.DATA_ROOT), str(c.CONFIG_DIR), str(c.TASKS_DIR)]))"
+    )
     paths = [Path(p).resolve() for p in json.loads(_ok(venv.run("-c", code)).stdout)]
     for path in paths:
         assert path.is_relative_to(venv.path.resolve()), f"{path} is not inside the virtual environment {venv.path}"
@@ -141,8 +179,20 @@ def test_wheel_takes_a_user_task_file_and_the_paper_preset(venv):
 
 def test_wheel_runs_a_benchmark_suite(venv):
     out = venv.outside / "bench"  # each (task, seed) trains in its own `python -m ppo_control.train` process
-    _ok(venv.module("ppo_control.benchmark", "tasks=[InvertedPendulum]", "seeds=1", "total_steps=256", f"out={out}",
-                    "env.backend=gymnasium", "env.n_envs=2", "ppo.rollout_steps=64", "eval.episodes=1", "eval.every_steps=0"))
+    _ok(
+        venv.module(
+            "ppo_control.benchmark",
+            "tasks=[InvertedPendulum]",
+            "seeds=1",
+            "total_steps=256",
+            f"out={out}",
+            "env.backend=gymnasium",
+            "env.n_envs=2",
+            "ppo.rollout_steps=64",
+            "eval.episodes=1",
+            "eval.every_steps=0",
+        )
+    )
     assert (out / "results.csv").is_file() and (out / "runs" / "InvertedPendulum" / "s0" / "checkpoints" / "last.pt").is_file()
 
 

@@ -181,8 +181,16 @@ def test_a_stopped_suite_still_writes_the_table_of_the_runs_that_finished(bench,
     """SIGTERM while s1 starts: the suite stops (s1 is left to a rerun) and s0's result is written."""
     out, _ = bench
     shutil.copytree(out / "runs" / "InvertedPendulum" / "s0", tmp_path / "runs" / "InvertedPendulum" / "s0")
-    command = [sys.executable, "-m", "ppo_control.benchmark", "tasks=InvertedPendulum", "seeds=2", "total_steps=256",
-               *OVERRIDES, f"out={tmp_path}"]
+    command = [
+        sys.executable,
+        "-m",
+        "ppo_control.benchmark",
+        "tasks=InvertedPendulum",
+        "seeds=2",
+        "total_steps=256",
+        *OVERRIDES,
+        f"out={tmp_path}",
+    ]
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     for line in proc.stdout:
         if "InvertedPendulum s1: training" in line:
@@ -200,12 +208,15 @@ def test_a_stopped_suite_still_writes_the_table_of_the_runs_that_finished(bench,
     assert ("(not finished: s1)" in (tmp_path / "results.md").read_text()) != s1_finished
 
 
-@pytest.mark.parametrize("args, message", [
-    (["tasks=[Hopper,Foo]"], "unknown task 'Foo'"),
-    (["tasks=Hopper", "seed=1"], "seed= is chosen per run by the benchmark"),
-    (["tasks=Hopper", "job=2"], "Did you mean 'jobs'?"),
-    (["tasks=Hopper", "ppo.lerning_rate=1e-4"], "Did you mean: 'learning_rate'?"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["tasks=[Hopper,Foo]"], "unknown task 'Foo'"),
+        (["tasks=Hopper", "seed=1"], "seed= is chosen per run by the benchmark"),
+        (["tasks=Hopper", "job=2"], "Did you mean 'jobs'?"),
+        (["tasks=Hopper", "ppo.lerning_rate=1e-4"], "Did you mean: 'learning_rate'?"),
+    ],
+)
 def test_benchmark_bad_input_is_one_line(tmp_path, capsys, args, message):
     from ppo_control.benchmark import main
 
@@ -233,13 +244,16 @@ def test_plot_over_time_and_single_run_diagnostics(bench, tmp_path, capsys):
         assert_image(single / name)
 
 
-@pytest.mark.parametrize("args, message", [
-    ([], "give at least one run directory"),
-    (["{runs}", "x=hours"], "x='hours' is not valid; choose one of: steps, time"),
-    (["{runs}", "colour=red"], "unknown argument 'colour'"),
-    (["{empty}"], "no runs with metrics found"),
-    (["{runs}", "out={tmp}/curves.txt"], "does not end in an image type"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "give at least one run directory"),
+        (["{runs}", "x=hours"], "x='hours' is not valid; choose one of: steps, time"),
+        (["{runs}", "colour=red"], "unknown argument 'colour'"),
+        (["{empty}"], "no runs with metrics found"),
+        (["{runs}", "out={tmp}/curves.txt"], "does not end in an image type"),
+    ],
+)
 def test_plot_bad_input_is_one_line(bench, tmp_path, capsys, args, message):
     from ppo_control.plot import main
 
@@ -263,21 +277,26 @@ def test_elapsed_seconds_counts_evaluations_but_not_a_pause_before_a_resume():
 def test_seeds_on_different_grids_are_interpolated_and_cut_to_the_shortest():
     from ppo_control.plot import mean_std_over_seeds
 
-    grid, mean, std = mean_std_over_seeds([
-        (np.array([0.0, 10.0, 20.0, 30.0]), np.array([0.0, 10.0, 20.0, 30.0])),
-        (np.array([0.0, 5.0, 25.0]), np.array([0.0, 50.0, 250.0])),  # ends first: its x points are the grid
-    ])
+    grid, mean, std = mean_std_over_seeds(
+        [
+            (np.array([0.0, 10.0, 20.0, 30.0]), np.array([0.0, 10.0, 20.0, 30.0])),
+            (np.array([0.0, 5.0, 25.0]), np.array([0.0, 50.0, 250.0])),  # ends first: its x points are the grid
+        ]
+    )
     assert grid.tolist() == [0.0, 5.0, 25.0]
     assert mean.tolist() == [0.0, 27.5, 137.5] and std.tolist() == [0.0, 22.5, 112.5]
 
 
-@pytest.mark.parametrize("cores, jobs, shares", [
-    ([0, 1], 2, [{0}, {1}]),
-    ([0, 1, 2, 3, 4], 2, [{0, 1}, {2, 3, 4}]),
-    ([2, 5, 7, 9], 4, [{2}, {5}, {7}, {9}]),
-    ([0, 1], 3, None),  # more trainings than cores: no pinning, they share
-    ([0, 1, 2, 3], 1, None),  # one at a time: the training gets every core
-])
+@pytest.mark.parametrize(
+    "cores, jobs, shares",
+    [
+        ([0, 1], 2, [{0}, {1}]),
+        ([0, 1, 2, 3, 4], 2, [{0, 1}, {2, 3, 4}]),
+        ([2, 5, 7, 9], 4, [{2}, {5}, {7}, {9}]),
+        ([0, 1], 3, None),  # more trainings than cores: no pinning, they share
+        ([0, 1, 2, 3], 1, None),  # one at a time: the training gets every core
+    ],
+)
 def test_concurrent_trainings_get_disjoint_shares_of_the_cores(cores, jobs, shares):
     from ppo_control.benchmark import core_shares
 

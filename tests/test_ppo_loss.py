@@ -81,8 +81,20 @@ def _setup(target_kl, lr=3e-4, epochs=4):
     with torch.no_grad():
         log_probs, _, values = policy.evaluate_actions(obs, actions)
     batch = Batch(obs, actions, log_probs, values, torch.randn(n), torch.randn(n))
-    hp = OmegaConf.create(dict(epochs=epochs, minibatches=4, clip_range=0.2, clip_value_loss=False, ent_coef=0.0,
-                               vf_coef=0.5, max_grad_norm=0.5, target_kl=target_kl, normalize_adv=True, lr_schedule="constant"))
+    hp = OmegaConf.create(
+        dict(
+            epochs=epochs,
+            minibatches=4,
+            clip_range=0.2,
+            clip_value_loss=False,
+            ent_coef=0.0,
+            vf_coef=0.5,
+            max_grad_norm=0.5,
+            target_kl=target_kl,
+            normalize_adv=True,
+            lr_schedule="constant",
+        )
+    )
     optimizer = torch.optim.Adam(policy.parameters(), lr=lr, eps=1e-5)
     return policy, optimizer, batch, hp
 

@@ -86,7 +86,10 @@ def test_signal_finishes_update_checkpoints_and_prints_resume_command(tmp_path, 
     run = tmp_path / "int"
     proc = subprocess.Popen(
         [sys.executable, "-m", "ppo_control.train", "task=Hopper", "total_steps=1000000", *TINY, f"run_dir={run}"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.time() + 120
     while not (run / "metrics.jsonl").exists() or not rows(run):
@@ -103,9 +106,23 @@ def test_signal_finishes_update_checkpoints_and_prints_resume_command(tmp_path, 
 def test_second_sigint_stops_at_once_and_keeps_the_last_checkpoint(tmp_path):
     run = tmp_path / "twice"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ppo_control.train", "task=Hopper", "total_steps=1000000", "env.n_envs=2",
-         "ppo.rollout_steps=2048", "ppo.minibatches=4", "ppo.epochs=2", "checkpoint.save_last_seconds=0", f"run_dir={run}"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "ppo_control.train",
+            "task=Hopper",
+            "total_steps=1000000",
+            "env.n_envs=2",
+            "ppo.rollout_steps=2048",
+            "ppo.minibatches=4",
+            "ppo.epochs=2",
+            "checkpoint.save_last_seconds=0",
+            f"run_dir={run}",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.time() + 120
     while not (run / "checkpoints" / "last.pt").exists():  # long updates: the signals land mid-update
@@ -169,14 +186,17 @@ def snapshot(directory):
     return {p.relative_to(directory): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["ppo.gamma=0.9"], "cannot change ppo.gamma on resume"),
-    (["env.n_envs=4"], "cannot change env.n_envs on resume"),
-    (["policy.hidden_sizes=[32]"], "cannot change policy.hidden_sizes on resume"),
-    (["task=Hopper"], "trained task 'InvertedPendulum', not 'Hopper'"),
-    (["total_steps=-5"], "total_steps"),
-    (["ppo.lerning_rate=1"], "Did you mean: 'learning_rate'"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["ppo.gamma=0.9"], "cannot change ppo.gamma on resume"),
+        (["env.n_envs=4"], "cannot change env.n_envs on resume"),
+        (["policy.hidden_sizes=[32]"], "cannot change policy.hidden_sizes on resume"),
+        (["task=Hopper"], "trained task 'InvertedPendulum', not 'Hopper'"),
+        (["total_steps=-5"], "total_steps"),
+        (["ppo.lerning_rate=1"], "Did you mean: 'learning_rate'"),
+    ],
+)
 def test_resume_refuses_changes_that_alter_the_optimization(finished_run, extra, message):
     before = snapshot(finished_run)
     result = run_module("ppo_control.train", f"resume={finished_run}", *extra)
@@ -214,8 +234,12 @@ def test_bad_run_directories(tmp_path, finished_run):
 def test_resume_falls_back_to_newest_periodic_checkpoint_when_last_is_corrupt(tmp_path):
     run = tmp_path / "fallback"
     overrides = [o for o in TINY if not o.startswith("checkpoint.")]
-    assert run_module("ppo_control.train", "task=InvertedPendulum", "total_steps=384", *overrides,
-                      "checkpoint.every_steps=128", f"run_dir={run}").returncode == 0
+    assert (
+        run_module(
+            "ppo_control.train", "task=InvertedPendulum", "total_steps=384", *overrides, "checkpoint.every_steps=128", f"run_dir={run}"
+        ).returncode
+        == 0
+    )
     last = run / "checkpoints" / "last.pt"
     last.write_bytes(last.read_bytes()[:100])
     result = run_module("ppo_control.train", f"resume={run}", "total_steps=512")
@@ -251,8 +275,14 @@ def test_unwritable_locations_are_refused_up_front(tmp_path):
     blocker.write_text("not a directory")
     result = run_module("ppo_control.train", "task=InvertedPendulum", *TINY, f"run_dir={blocker / 'run'}")
     assert result.returncode == 2 and "run_dir" in result.stderr and "Traceback" not in result.stderr
-    result = run_module("ppo_control.train", "task=InvertedPendulum", *TINY, "eval.video=true",
-                        f"eval.video_dir={blocker / 'videos'}", f"run_dir={tmp_path / 'run'}")
+    result = run_module(
+        "ppo_control.train",
+        "task=InvertedPendulum",
+        *TINY,
+        "eval.video=true",
+        f"eval.video_dir={blocker / 'videos'}",
+        f"run_dir={tmp_path / 'run'}",
+    )
     assert result.returncode == 2 and "eval.video_dir" in result.stderr
     assert not (tmp_path / "run").exists()
     assert blocker.read_text() == "not a directory"
@@ -265,7 +295,11 @@ def test_nonfinite_observation_stops_training_and_keeps_last_good_checkpoint(tmp
     env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
     result = subprocess.run(
         [sys.executable, "-m", "ppo_control.train", f"task={task}", *TINY, "checkpoint.save_last_seconds=0", f"run_dir={run}"],
-        cwd=ROOT, capture_output=True, text=True, env=env, timeout=300,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert result.returncode == 1
     assert "non-finite observation from sub-env" in result.stderr and "Traceback" not in result.stderr
@@ -291,8 +325,20 @@ def test_nonfinite_loss_raises_before_touching_parameters():
     returns = torch.randn(n)
     returns[5] = float("nan")
     batch = Batch(obs, actions, log_probs, values, torch.randn(n), returns)
-    hp = OmegaConf.create(dict(epochs=1, minibatches=1, clip_range=0.2, clip_value_loss=False, ent_coef=0.0, vf_coef=0.5,
-                               max_grad_norm=0.5, target_kl=None, normalize_adv=True, lr_schedule="constant"))
+    hp = OmegaConf.create(
+        dict(
+            epochs=1,
+            minibatches=1,
+            clip_range=0.2,
+            clip_value_loss=False,
+            ent_coef=0.0,
+            vf_coef=0.5,
+            max_grad_norm=0.5,
+            target_kl=None,
+            normalize_adv=True,
+            lr_schedule="constant",
+        )
+    )
     before = {k: v.clone() for k, v in policy.state_dict().items()}
     with pytest.raises(NonFiniteError, match="non-finite loss"):
         ppo_update(policy, torch.optim.Adam(policy.parameters()), batch, hp, torch.Generator().manual_seed(0))
@@ -302,9 +348,21 @@ def test_nonfinite_loss_raises_before_touching_parameters():
 def test_dead_async_worker_is_named_and_last_checkpoint_kept(tmp_path):
     run = tmp_path / "worker"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ppo_control.train", "task=Hopper", "total_steps=1000000", *TINY, "env.vectorization=async",
-         "checkpoint.save_last_seconds=0", f"run_dir={run}"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "ppo_control.train",
+            "task=Hopper",
+            "total_steps=1000000",
+            *TINY,
+            "env.vectorization=async",
+            "checkpoint.save_last_seconds=0",
+            f"run_dir={run}",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.time() + 120
     while not (run / "checkpoints" / "last.pt").exists():

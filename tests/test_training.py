@@ -9,8 +9,21 @@ import torch
 
 from conftest import TINY, run_module, train_in_process
 
-REQUIRED_METRICS = {"step", "episode_return", "episode_length", "approx_kl", "clip_fraction", "entropy",
-                    "explained_variance", "grad_norm", "policy_loss", "value_loss", "learning_rate", "epochs_run", "sps"}
+REQUIRED_METRICS = {
+    "step",
+    "episode_return",
+    "episode_length",
+    "approx_kl",
+    "clip_fraction",
+    "entropy",
+    "explained_variance",
+    "grad_norm",
+    "policy_loss",
+    "value_loss",
+    "learning_rate",
+    "epochs_run",
+    "sps",
+}
 
 
 def read_metrics(run_dir):
@@ -20,8 +33,9 @@ def read_metrics(run_dir):
 def test_inverted_pendulum_learns_to_balance(tmp_path):
     """The real learning test: the task's defaults, 32,768 steps (~15 s here), deterministic eval >= 950."""
     run_dir = tmp_path / "ip"
-    result = run_module("ppo_control.train", "task=InvertedPendulum", "total_steps=32768", "seed=1",
-                        "eval.every_steps=16384", f"run_dir={run_dir}")
+    result = run_module(
+        "ppo_control.train", "task=InvertedPendulum", "total_steps=32768", "seed=1", "eval.every_steps=16384", f"run_dir={run_dir}"
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     rows = read_metrics(run_dir)
     final = rows[-1]
@@ -142,8 +156,18 @@ def test_default_run_dir_layout(tmp_path):
 
 def test_wandb_offline_run_records_the_metrics(tmp_path):
     run_dir = tmp_path / "wb"
-    train_in_process(run_dir, "task=InvertedPendulum", "total_steps=256", *TINY, "log.wandb=true", "log.wandb_mode=offline",
-                     "eval.video=true", "eval.video_width=64", "eval.video_height=48", f"eval.video_dir={tmp_path / 'videos'}")
+    train_in_process(
+        run_dir,
+        "task=InvertedPendulum",
+        "total_steps=256",
+        *TINY,
+        "log.wandb=true",
+        "log.wandb_mode=offline",
+        "eval.video=true",
+        "eval.video_width=64",
+        "eval.video_height=48",
+        f"eval.video_dir={tmp_path / 'videos'}",
+    )
     (offline,) = (run_dir / "wandb").glob("offline-run-*")
     assert len(list(offline.glob("files/media/videos/**/*.mp4"))) == 1  # the evaluation video went to wandb too
     (record,) = offline.glob("run-*.wandb")
@@ -155,12 +179,15 @@ def test_wandb_offline_run_records_the_metrics(tmp_path):
     assert json.dumps(rows[-1]["eval_return"]).encode() in data
 
 
-@pytest.mark.parametrize("overrides, small", [
-    (["preset=paper"], True),  # 1 env x 2048 steps / 32 minibatches: 64 samples
-    (["task=Hopper"], True),  # its task file: 32 minibatches of 64
-    ([], False),  # the fast defaults: 4 minibatches of 512
-    (["preset=paper", "torch_threads=2"], False),  # the user's choice wins
-])
+@pytest.mark.parametrize(
+    "overrides, small",
+    [
+        (["preset=paper"], True),  # 1 env x 2048 steps / 32 minibatches: 64 samples
+        (["task=Hopper"], True),  # its task file: 32 minibatches of 64
+        ([], False),  # the fast defaults: 4 minibatches of 512
+        (["preset=paper", "torch_threads=2"], False),  # the user's choice wins
+    ],
+)
 def test_small_minibatches_update_on_one_thread(tmp_path, overrides, small):
     from ppo_control.config import compose
     from ppo_control.envs import usable_cores

@@ -19,8 +19,9 @@ from ppo_control.policy import ActorCritic
 
 
 def env_cfg(env_id, max_episode_steps=None):
-    return OmegaConf.create(dict(id=env_id, kwargs={}, max_episode_steps=max_episode_steps, n_envs=1,
-                                 backend="gymnasium", vectorization="sync", num_threads=0))
+    return OmegaConf.create(
+        dict(id=env_id, kwargs={}, max_episode_steps=max_episode_steps, n_envs=1, backend="gymnasium", vectorization="sync", num_threads=0)
+    )
 
 
 def bold_policy(env_id, seed=0):
@@ -112,7 +113,7 @@ def far_frame(x, floor, width=160, height=120):
 
 def test_floor_is_drawn_under_a_robot_far_from_the_origin():
     def bright(frame):  # share of the lower half that is lit floor (light checker squares)
-        return (frame[frame.shape[0] // 2:].mean(-1) > 150).mean()
+        return (frame[frame.shape[0] // 2 :].mean(-1) > 150).mean()
 
     assert bright(far_frame(200.0, floor=False)) < 0.05  # the task's own floor ends 40 m from the origin: a dark void
     assert bright(far_frame(200.0, floor=True)) > 0.3
