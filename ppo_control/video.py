@@ -217,7 +217,7 @@ def _is_mujoco(env: gym.Env) -> bool:
     return isinstance(model, mujoco.MjModel) and isinstance(data, mujoco.MjData)
 
 
-def _make_render_env(env_cfg, width: int, height: int) -> tuple[gym.Env, Frames]:
+def make_render_env(env_cfg, width: int, height: int) -> tuple[gym.Env, Frames]:
     """The env to record, built as evaluation builds it, and its frame source: our MuJoCo renderer
     (falling back from EGL to OSMesa once), or Gymnasium's rgb_array rendering for other envs."""
     kwargs = OmegaConf.to_container(env_cfg.kwargs) if env_cfg.kwargs else {}
@@ -345,7 +345,7 @@ def record_videos(
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create video directory '{directory}': {exc.strerror}") from None
-    env, frames = _make_render_env(env_cfg, width, height)
+    env, frames = make_render_env(env_cfg, width, height)
     fps = fps or int(round(env.metadata.get("render_fps", 30)))
     paths = []
     try:

@@ -128,4 +128,4 @@ def test_render_failure_names_both_variables(monkeypatch, tmp_path):
     monkeypatch.setenv("MUJOCO_GL", "no-such-gl")
     env_cfg = OmegaConf.create(dict(id="InvertedPendulum-v5", kwargs={}, max_episode_steps=None))
     with pytest.raises(UserError, match="MUJOCO_GL=egl or MUJOCO_GL=osmesa"):
-        video._make_render_env(env_cfg, 64, 48)
+        video.make_render_env(env_cfg, 64, 48)

@@ -80,7 +80,7 @@ def test_recording_does_not_change_the_episode(env_id, tmp_path):
         envs.close()
     plain, plain_qpos = plain_rollout(env_id, 40, policy, seed)
 
-    env, frames = video._make_render_env(cfg, 64, 48)
+    env, frames = video.make_render_env(cfg, 64, 48)
     logged = StepLog(env)
     try:
         episode_return, length = video.record_episode(logged, frames, policy, tmp_path / "e.mp4", seed, fps=20)
@@ -97,7 +97,7 @@ def test_recording_does_not_change_the_episode(env_id, tmp_path):
 
 
 def far_frame(x, floor, width=160, height=120):
-    env, frames = video._make_render_env(env_cfg("HalfCheetah-v5"), width, height)
+    env, frames = video.make_render_env(env_cfg("HalfCheetah-v5"), width, height)
     try:
         if not floor:
             frames.floor_periods = {}
@@ -235,7 +235,7 @@ def test_record_videos_overlay_on_and_off(tmp_path, monkeypatch):
     (off_frames,) = CAUGHT.values()
     assert on.name == "step000000007-episode0.mp4" and off.name == "step000000007-episode0-2.mp4"
     assert len(on_frames) == len(off_frames) == 6
-    env, frames = video._make_render_env(cfg, 320, 240)
+    env, frames = video.make_render_env(cfg, 320, 240)
     try:
         env.reset(seed=3)
         assert np.array_equal(off_frames[0], frames())  # off: the rendered frame as it is
