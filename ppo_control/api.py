@@ -89,7 +89,7 @@ def evaluate(run: str | Path, **arguments: Any) -> dict[str, Any]:
     from ppo_control.checkpoint import atomic_write  # heavy imports after parsing
     from ppo_control.evaluation import EVAL_SEED_OFFSET, evaluate_policy, make_eval_envs
     from ppo_control.runs import load_run
-    from ppo_control.video import record_videos, video_directory
+    from ppo_control.video import record_run_videos
 
     loaded = load_run(args.run, args.checkpoint)
     cfg, step = loaded.cfg, int(loaded.state["step"])
@@ -99,24 +99,7 @@ def evaluate(run: str | Path, **arguments: Any) -> dict[str, Any]:
         returns, lengths = evaluate_policy(loaded.policy, envs, args.episodes, seed, deterministic=args.deterministic)
     finally:
         envs.close()
-    videos: list[str] = []
-    if args.video:
-        directory = video_directory(args.video_dir or cfg.eval.video_dir, cfg.task, loaded.name)
-        videos = [
-            str(p)
-            for p in record_videos(
-                loaded.policy,
-                cfg.env,
-                directory,
-                step,
-                cfg.eval.video_episodes,
-                seed,
-                cfg.eval.video_width,
-                cfg.eval.video_height,
-                cfg.eval.video_fps,
-                overlay=cfg.eval.video_overlay,
-            )
-        ]
+    videos = record_run_videos(loaded.policy, cfg, loaded.name, step, seed, video_dir=args.video_dir) if args.video else []
     result = {
         "run": str(loaded.run_dir),
         "checkpoint": str(loaded.checkpoint_path),

@@ -74,6 +74,14 @@ class Distributed:
             offset += n
         return flat[offset:].view_as(extra).to(extra.dtype)
 
+    def mean_stats(self, stats: dict[str, Any], exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+        """The float entries of `stats` (other than `exclude`) averaged over ranks, in one all-reduce."""
+        if not self.enabled:
+            return stats
+        keys = [k for k, v in stats.items() if isinstance(v, float) and k not in exclude]
+        values = self.all_reduce(torch.tensor([stats[k] for k in keys], dtype=torch.float64), "mean")
+        return {**stats, **{k: float(v) for k, v in zip(keys, values)}}
+
     def global_moments(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
         """(mean, variance, count) over the union of every rank's rows of `x`, in float64.
         Two passes (mean first, then squared deviations about it): exact and numerically stable."""

@@ -99,14 +99,27 @@ def check_compatible(state: dict[str, Any], info: EnvInfo, env_id: str) -> None:
         )
 
 
-def own_rank_state(state: dict[str, Any], dist: Distributed) -> dict[str, Any] | None:
-    """This rank's part of a checkpoint, or None when it was written by a different number of ranks."""
+def restore_rank_state(state: dict[str, Any], dist: Distributed, generator: torch.Generator, collector: RolloutCollector) -> str:
+    """Restore this rank's RNGs and collector from a checkpoint, as far as they can be. Returns
+    "exact"; "other_world_size" (written by another number of ranks: only rank 0's reward scale is
+    taken); or "no_env_state" (the env backend could not save its episodes). In the last two the
+    caller must start new episodes; what happened is said once."""
     if int(state.get("world_size", 1)) != dist.world_size:
-        return None
-    return state["ranks"][dist.rank] if dist.enabled else state
-
-
-def restore_rank(mine: dict[str, Any], generator: torch.Generator, collector: RolloutCollector) -> bool:
-    """Restore this rank's RNGs and collector; False when its episodes could not be continued."""
+        if dist.is_main:
+            print(
+                f"resume: the checkpoint comes from {int(state.get('world_size', 1))} rank(s), this run has {dist.world_size}: "
+                "every sub-env starts a new episode, RNGs are reseeded and rank 0's reward scale is used",
+                flush=True,
+            )
+        collector.reward_scaler.load_state_dict(state["reward_scaler"])
+        return "other_world_size"
+    mine = state["ranks"][dist.rank] if dist.enabled else state
     restore_rng_state(mine["rng"], generator)
-    return collector.load_state_dict(mine)
+    if collector.load_state_dict(mine):
+        return "exact"
+    print(
+        "resume: this env backend cannot save its state; every sub-env starts a new episode "
+        "(the resumed run is not bit-identical to an uninterrupted one)",
+        flush=True,
+    )
+    return "no_env_state"

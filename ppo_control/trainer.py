@@ -26,7 +26,7 @@ from ppo_control.metrics import MetricsLogger, NullLogger
 from ppo_control.ppo import PPOLearner, explained_variance, prepare_batch
 from ppo_control.run_state import Progress
 from ppo_control.runs import RunDirectory, build_policy, claim_run_dir, ensure_writable_dir
-from ppo_control.video import record_videos, video_directory
+from ppo_control.video import record_run_videos, video_directory
 
 RANK_SEED_STRIDE = 7919  # spreads the per-rank action-sampling seeds apart
 MULTITHREAD_MINIBATCH = 512  # smaller minibatches update on one thread (see Trainer.__init__)
@@ -112,6 +112,13 @@ class Trainer:
         self.cfg = cfg
         self.device = resolve_device(cfg.device)
         self.dist = init_distributed(self.device.type, cfg.dist_timeout)
+        try:
+            self._build(cfg, resume_state)
+        except BaseException:
+            self.dist.close()  # leave the process group before exiting: gloo aborts a process that does not
+            raise
+
+    def _build(self, cfg: DictConfig, resume_state: dict[str, Any] | None) -> None:
         if self.dist.enabled and self.device.type == "cuda":
             self.device = torch.device("cuda", self.dist.local_rank)  # one GPU per local rank
         self.dist.check_same_config(cfg)
@@ -230,7 +237,7 @@ class Trainer:
             self.policy.obs_normalizer.merge(*self.dist.global_moments(raw_obs))
         stats = self.learner.update(batch, self.progress.step)
         stats["explained_variance"] = explained_variance(batch.values, batch.returns)
-        stats = self._mean_over_ranks(stats)
+        stats = self.dist.mean_stats(stats, exclude=("approx_kl", "learning_rate"))  # the KL is averaged every minibatch already
         check_finite_parameters(self.policy, self.progress.update + 1)
 
         steps = self.cfg.env.n_envs * self.cfg.ppo.rollout_steps * self.dist.world_size
@@ -282,14 +289,6 @@ class Trainer:
         launcher = f"torchrun --nproc_per_node={self.dist.world_size} -m" if self.dist.enabled else "python -m"
         return f"{launcher} ppo_control.train resume={self.run.path}"
 
-    def _mean_over_ranks(self, stats: dict[str, Any]) -> dict[str, Any]:
-        """Diagnostics averaged over ranks (the KL already is: it is reduced every minibatch)."""
-        if not self.dist.enabled:
-            return stats
-        keys = [k for k, v in stats.items() if isinstance(v, float) and k not in ("approx_kl", "learning_rate")]
-        values = self.dist.all_reduce(torch.tensor([stats[k] for k in keys], dtype=torch.float64), "mean")
-        return {**stats, **{k: float(v) for k, v in zip(keys, values)}}
-
     def evaluate(self) -> dict[str, Any]:
         """Evaluate the deterministic policy on the run's own evaluation seeds (and record videos)."""
         cfg = self.cfg
@@ -303,21 +302,7 @@ class Trainer:
             "eval_length": float(lengths.mean()),
         }
         if cfg.eval.video:
-            directory = video_directory(cfg.eval.video_dir, cfg.task, self.run.name)
-            paths = record_videos(
-                self.policy,
-                cfg.env,
-                directory,
-                self.progress.step,
-                cfg.eval.video_episodes,
-                seed,
-                cfg.eval.video_width,
-                cfg.eval.video_height,
-                cfg.eval.video_fps,
-                self.device,
-                overlay=cfg.eval.video_overlay,
-            )
-            result["videos"] = [str(p) for p in paths]
+            result["videos"] = record_run_videos(self.policy, cfg, self.run.name, self.progress.step, seed, self.device)
         return result
 
     # --- checkpoints ----------------------------------------------------------------------------
@@ -338,24 +323,10 @@ class Trainer:
         self.policy.load_state_dict(state["policy"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.progress.load_state_dict(state)
-        mine = run_state.own_rank_state(state, self.dist)
-        if mine is None:
-            if self.dist.is_main:
-                print(
-                    f"resume: the checkpoint comes from {int(state.get('world_size', 1))} rank(s), this run has "
-                    f"{self.dist.world_size}: every sub-env starts a new episode, RNGs are reseeded and rank 0's reward "
-                    "scale is used",
-                    flush=True,
-                )
-            self.collector.reward_scaler.load_state_dict(state["reward_scaler"])
+        outcome = run_state.restore_rank_state(state, self.dist, self.generator, self.collector)
+        if outcome == "other_world_size":
             torch.manual_seed(self.cfg.seed + RANK_SEED_STRIDE * self.dist.rank + self.progress.update)
-            self.collector.reset(self.env_seed + self.progress.update)
-        elif not run_state.restore_rank(mine, self.generator, self.collector):
-            print(
-                "resume: this env backend cannot save its state; every sub-env starts a new episode "
-                "(the resumed run is not bit-identical to an uninterrupted one)",
-                flush=True,
-            )
+        if outcome != "exact":
             self.collector.reset(self.env_seed + self.progress.update)
 
     def _next_multiple(self, every: int) -> int | None:

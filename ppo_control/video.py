@@ -358,3 +358,16 @@ def record_videos(
             frames.close()
         env.close()
     return paths
+
+
+def record_run_videos(
+    policy: ActorCritic, cfg, run_name: str, step: int, seed: int, device: torch.device | str = "cpu", video_dir: str | None = None
+) -> list[str]:
+    """`record_videos` with a run config's settings (`eval.video_*`, `env`), into
+    <video_dir or eval.video_dir>/<task>/<run name>/; returns the paths as strings."""
+    ev = cfg.eval
+    directory = video_directory(video_dir or ev.video_dir, cfg.task, run_name)
+    paths = record_videos(
+        policy, cfg.env, directory, step, ev.video_episodes, seed, ev.video_width, ev.video_height, ev.video_fps, device, ev.video_overlay
+    )
+    return [str(path) for path in paths]

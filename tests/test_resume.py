@@ -114,8 +114,8 @@ def test_second_sigint_stops_at_once_and_keeps_the_last_checkpoint(tmp_path):
             "total_steps=1000000",
             "env.n_envs=2",
             "ppo.rollout_steps=2048",
-            "ppo.minibatches=4",
-            "ppo.epochs=2",
+            "ppo.minibatches=64",  # many small optimizer steps: updates of seconds even on a fast machine
+            "ppo.epochs=20",
             "checkpoint.save_last_seconds=0",
             f"run_dir={run}",
         ],
