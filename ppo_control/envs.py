@@ -199,12 +199,7 @@ class GymnasiumVecEnv:
 
     def step(self, actions: np.ndarray) -> StepResult:
         clipped = np.clip(actions, self.info.action_low, self.info.action_high)
-        try:
-            obs, reward, terminated, truncated, infos = self.envs.step(clipped)
-        except Exception as exc:
-            if isinstance(self.envs, AsyncVectorEnv):  # a worker's failure would otherwise be a bare pipe error
-                raise EnvWorkerError(self._describe_worker_failure(exc)) from None
-            raise
+        obs, reward, terminated, truncated, infos = self._call_workers(self.envs.step, clipped)
         obs, reward, terminated, truncated, ended = _as_arrays(self._as_batch(obs), reward, terminated, truncated)
         final_obs = obs
         if len(ended):
@@ -225,9 +220,19 @@ class GymnasiumVecEnv:
             what = f"a sub-env raised {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
         return f"{what}; training stopped, the last checkpoint is kept"
 
+    def _call_workers(self, method: Callable, *args: Any) -> Any:
+        """Call the vector env; with async workers, a worker's death or exception becomes one
+        EnvWorkerError naming it (it would otherwise surface as a bare pipe error)."""
+        try:
+            return method(*args)
+        except Exception as exc:
+            if isinstance(self.envs, AsyncVectorEnv):
+                raise EnvWorkerError(self._describe_worker_failure(exc)) from None
+            raise
+
     def get_state(self) -> dict[str, Any] | None:
         """Everything needed to continue these episodes exactly, or None if a sub-env can't tell."""
-        sub_states = self.envs.get_attr("sim_state")
+        sub_states = self._call_workers(self.envs.get_attr, "sim_state")
         if any(state is None for state in sub_states):
             return None
         return {

@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -79,8 +80,9 @@ class StopSignals:
     second SIGINT raises KeyboardInterrupt at once; the last checkpoint on disk stays valid (atomic
     writes). Installed only in the main thread (signal handlers cannot be set elsewhere)."""
 
-    def __init__(self):
+    def __init__(self, say: Callable[[str], None] = print):
         self.requested = False
+        self._say = say  # the console line, through the logger so that a progress bar stays intact
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> StopSignals:
@@ -96,9 +98,7 @@ class StopSignals:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.requested = True
-        print(
-            f"\n{signal.Signals(signum).name}: finishing this update, then saving a checkpoint (Ctrl-C again to stop at once)", flush=True
-        )
+        self._say(f"{signal.Signals(signum).name}: finishing this update, then saving a checkpoint (Ctrl-C again to stop at once)")
 
 
 class Trainer:
@@ -159,7 +159,7 @@ class Trainer:
         self.dist.on_main_then_share(lambda: self._open_run_dir(resume_state is not None))
         start = self.progress.step
         self.logger = MetricsLogger(self.run.path, cfg, self.run.name, start_step=start) if self.dist.is_main else NullLogger()
-        self.stop = StopSignals()
+        self.stop = StopSignals(self.logger.write)
         self._last_saved = time.monotonic()
 
     @property

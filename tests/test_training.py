@@ -2,6 +2,7 @@
 
 import json
 import re
+import time
 
 import numpy as np
 import pytest
@@ -171,8 +172,10 @@ def test_wandb_offline_run_records_the_metrics(tmp_path):
     (offline,) = (run_dir / "wandb").glob("offline-run-*")
     assert len(list(offline.glob("files/media/videos/**/*.mp4"))) == 1  # the evaluation video went to wandb too
     (record,) = offline.glob("run-*.wandb")
-    data = record.read_bytes()
     rows = read_metrics(run_dir)
+    deadline = time.monotonic() + 30  # wandb's service process may still be writing the record after finish()
+    while json.dumps(rows[-1]["eval_return"]).encode() not in (data := record.read_bytes()) and time.monotonic() < deadline:
+        time.sleep(0.2)
     for row in rows:  # every logged value is in wandb's record, exactly as in metrics.jsonl
         for key in ("approx_kl", "entropy", "value_loss"):
             assert json.dumps(row[key]).encode() in data
