@@ -8,6 +8,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 import torch
 
 from conftest import ROOT, TINY
@@ -44,6 +45,7 @@ def rows(run_dir):
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_two_ranks_hold_identical_parameters_and_union_statistics(tmp_path):
     run = tmp_path / "run"
     args = [WORKER, str(tmp_path), "normal", "3", "task=Hopper", "total_steps=100000", *TINY, f"run_dir={run}"]
@@ -67,6 +69,7 @@ def test_two_ranks_hold_identical_parameters_and_union_statistics(tmp_path):
     assert state["world_size"] == 2 and len(state["ranks"]) == 2 and state["step"] == 768
 
 
+@pytest.mark.slow
 def test_torchrun_run_resumes_on_two_ranks_and_on_one(tmp_path):
     run = tmp_path / "run"
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
@@ -97,6 +100,7 @@ def test_torchrun_run_resumes_on_two_ranks_and_on_one(tmp_path):
     assert [r["step"] for r in rows(run)][-1] == 1280
 
 
+@pytest.mark.slow
 def test_a_crashing_rank_ends_the_other_with_an_error_in_bounded_time(tmp_path):
     run = tmp_path / "run"
     args = [

@@ -39,6 +39,7 @@ def final_row(run_dir):
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][-1]
 
 
+@pytest.mark.slow
 def test_evaluate_reproduces_training_eval_and_leaves_checkpoint_untouched(trained_run):
     checkpoint = trained_run / "checkpoints" / "last.pt"
     before = sha256(checkpoint)
@@ -52,6 +53,7 @@ def test_evaluate_reproduces_training_eval_and_leaves_checkpoint_untouched(train
     assert f"{report['return_mean']:.1f} +- {report['return_std']:.1f}" in result.stdout
 
 
+@pytest.mark.slow
 def test_stochastic_evaluation_is_seeded(trained_run):
     outs = []
     for _ in range(2):
@@ -85,6 +87,7 @@ def test_evaluate_video_shows_the_evaluated_episode(trained_run, tmp_path):
     assert len(read_frames(video)) == report["lengths"][0] + 1  # the reset frame + one per step
 
 
+@pytest.mark.slow
 def test_evaluate_video_never_overwrites(trained_run, tmp_path):
     args = [f"run={trained_run}", "episodes=1", "video=true", f"video_dir={tmp_path}"]
     for _ in range(2):

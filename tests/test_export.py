@@ -274,11 +274,13 @@ def isolated(exports, expected, tmp_path_factory):
 # --- parity ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_isolated_process_really_cannot_import_ppo_control(isolated):
     report, _ = isolated
     assert report["blocked"] is True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["hc", "ip"])
 @pytest.mark.parametrize("fmt", ["ts", "onnx"])
 @pytest.mark.parametrize("kind", ["random", "real"])
@@ -290,6 +292,7 @@ def test_exported_policy_matches_the_package(isolated, expected, name, fmt, kind
     assert outputs[name][f"{fmt}_single_{kind}"].shape == arrays[f"act_{kind}"].shape
 
 
+@pytest.mark.slow
 def test_parity_inputs_exercise_both_clips(expected):
     """The random observations must reach the obs clip and the action bounds, or parity proves little."""
     hc = expected["hc"]
@@ -303,6 +306,7 @@ def test_parity_inputs_exercise_both_clips(expected):
     assert np.abs(expected["ip"]["arrays"]["obs_random"]).max() > 10 * expected["ip"]["loaded"].cfg.normalize.obs_clip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["hc", "ip"])
 def test_exported_policy_drives_an_env_to_the_evaluate_policy_return(isolated, expected, name):
     report, _ = isolated
@@ -313,6 +317,7 @@ def test_exported_policy_drives_an_env_to_the_evaluate_policy_return(isolated, e
 # --- metadata --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["hc", "ip"])
 def test_metadata_is_complete_and_correct(isolated, expected, name):
     report, _ = isolated
@@ -341,6 +346,7 @@ def test_metadata_is_complete_and_correct(isolated, expected, name):
     assert report[name]["onnx_opset"] >= 17
 
 
+@pytest.mark.slow
 def test_weight_hashes_differ_between_policies_and_follow_every_tensor(expected):
     from ppo_control.deploy import DeployedPolicy, weights_sha256
 
@@ -353,6 +359,7 @@ def test_weight_hashes_differ_between_policies_and_follow_every_tensor(expected)
         assert weights_sha256(changed) != expected["hc"]["hash"], key
 
 
+@pytest.mark.slow
 def test_cli_prints_where_it_wrote_the_metadata_and_how_to_load(exports, expected):
     out = exports["stdout"]["hc", "onnx"]
     assert f"wrote {exports['paths']['hc', 'onnx']}" in out
@@ -386,6 +393,7 @@ def test_deployed_policy_scripts_for_every_activation(activation):
 # --- C++ ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cpp_example_builds_and_matches_python(cpp_build, exports, expected, tmp_path):
     if "skip" in cpp_build:
         pytest.skip(f"C++ example not built: {cpp_build['skip']}")
@@ -437,16 +445,19 @@ def test_missing_run_dir(tmp_path):
     assert not (tmp_path / "nope").exists()
 
 
+@pytest.mark.slow
 def test_unknown_key_names_the_valid_ones(runs):
     result = run_module("ppo_control.export", f"run={runs['ip']['dir']}", "fromat=onnx")
     assert_one_line_error(result, "fromat", "format", "run", "out", "checkpoint", "overwrite")
 
 
+@pytest.mark.slow
 def test_bad_format_names_the_valid_ones(runs):
     result = run_module("ppo_control.export", f"run={runs['ip']['dir']}", "format=tflite")
     assert_one_line_error(result, "tflite", "torchscript", "onnx")
 
 
+@pytest.mark.slow
 def test_existing_output_is_refused_and_untouched(runs, exports, tmp_path):
     keep = tmp_path / "keep.onnx"
     keep.write_bytes(b"somebody's file")
@@ -466,6 +477,7 @@ def test_existing_output_is_refused_and_untouched(runs, exports, tmp_path):
     assert f"wrote {default}" in result.stdout
 
 
+@pytest.mark.slow
 def test_onnx_without_the_extra_says_how_to_install_it(runs, tmp_path):
     """Simulate an install without onnx: the error names the missing package and the pip command."""
     code = BLOCK_PPO_CONTROL.replace('name == "ppo_control" or name.startswith("ppo_control.")', 'name.split(".")[0] == "onnxscript"')

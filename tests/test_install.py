@@ -150,6 +150,7 @@ def test_venv_imports_the_wheel_not_the_checkout(venv):
     assert paths[1].name == "data" and paths[1].parent == paths[0].parent
 
 
+@pytest.mark.slow
 def test_wheel_trains_evaluates_exports_from_outside_the_repository(venv):
     run = venv.outside / "run"
     _ok(venv.module("ppo_control.train", *TINY_WHEEL, f"run_dir={run}"))
@@ -177,6 +178,7 @@ def test_wheel_takes_a_user_task_file_and_the_paper_preset(venv):
     assert (run / "checkpoints" / "last.pt").is_file()
 
 
+@pytest.mark.slow
 def test_wheel_runs_a_benchmark_suite(venv):
     out = venv.outside / "bench"  # each (task, seed) trains in its own `python -m ppo_control.train` process
     _ok(

@@ -83,6 +83,7 @@ def cut_back(run_dir):
     (run_dir / "metrics.jsonl").write_text(json.dumps(first) + "\n" + json.dumps(lost) + "\n" + '{"step": 3')
 
 
+@pytest.mark.slow
 def test_benchmark_trains_restarts_and_reports_the_runs_numbers(bench):
     out, result = bench
     assert "4 to train, 0 to resume, 0 finished" in result.stdout
@@ -132,6 +133,7 @@ def test_benchmark_trains_restarts_and_reports_the_runs_numbers(bench):
         assert f"written     {out / name}" in result.stdout
 
 
+@pytest.mark.slow
 def test_running_the_benchmark_again_retrains_nothing(bench, capsys):
     out, _ = bench
     metrics = sorted(out.glob("runs/*/s*/metrics.jsonl")) + sorted(out.glob("runs/*/s*/checkpoints/*.pt"))
@@ -150,6 +152,7 @@ def test_running_the_benchmark_again_retrains_nothing(bench, capsys):
     assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in metrics} == before
 
 
+@pytest.mark.slow
 def test_interrupted_run_is_resumed_and_a_failed_run_does_not_stop_the_suite(bench, tmp_path):
     """s0 has a corrupt checkpoint and fails, with its log's tail; s1 was killed after update 1 and
     is then resumed to exactly the rows of the uninterrupted run; exit status 1 for s0."""
@@ -177,6 +180,7 @@ def test_interrupted_run_is_resumed_and_a_failed_run_does_not_stop_the_suite(ben
     assert "(not finished: s0)" in (tmp_path / "results.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_stopped_suite_still_writes_the_table_of_the_runs_that_finished(bench, tmp_path):
     """SIGTERM while s1 starts: the suite stops (s1 is left to a rerun) and s0's result is written."""
     out, _ = bench
@@ -225,6 +229,7 @@ def test_benchmark_bad_input_is_one_line(tmp_path, capsys, args, message):
     assert not (tmp_path / "b").exists()
 
 
+@pytest.mark.slow
 def test_plot_over_time_and_single_run_diagnostics(bench, tmp_path, capsys):
     out, _ = bench
     result = run_module("ppo_control.plot", str(out / "runs"), "x=time", f"out={tmp_path / 'time.png'}")
@@ -254,6 +259,7 @@ def test_plot_over_time_and_single_run_diagnostics(bench, tmp_path, capsys):
         (["{runs}", "out={tmp}/curves.txt"], "does not end in an image type"),
     ],
 )
+@pytest.mark.slow
 def test_plot_bad_input_is_one_line(bench, tmp_path, capsys, args, message):
     from ppo_control.plot import main
 

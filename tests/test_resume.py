@@ -59,6 +59,7 @@ def test_interrupted_and_resumed_run_matches_uninterrupted_row_for_row(tmp_path,
     assert a["optimizer"]["param_groups"][0]["lr"] == b["optimizer"]["param_groups"][0]["lr"]
 
 
+@pytest.mark.slow
 def test_resume_extends_total_steps_and_appends(tmp_path):
     run = tmp_path / "r"
     first = run_module("ppo_control.train", "task=InvertedPendulum", "total_steps=256", *TINY, f"run_dir={run}")
@@ -71,6 +72,7 @@ def test_resume_extends_total_steps_and_appends(tmp_path):
     assert state["step"] == 512 and state["config"]["total_steps"] == 512
 
 
+@pytest.mark.slow
 def test_envpool_run_resumes_with_new_episodes_and_says_so(tmp_path):
     run = tmp_path / "pool"
     first = run_module("ppo_control.train", "task=InvertedPendulum", "total_steps=256", *TINY, "env.backend=envpool", f"run_dir={run}")
@@ -81,6 +83,7 @@ def test_envpool_run_resumes_with_new_episodes_and_says_so(tmp_path):
     assert [r["step"] for r in rows(run)] == [128, 256, 384, 512]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_finishes_update_checkpoints_and_prints_resume_command(tmp_path, sig):
     run = tmp_path / "int"
@@ -103,6 +106,7 @@ def test_signal_finishes_update_checkpoints_and_prints_resume_command(tmp_path, 
     assert state["step"] == rows(run)[-1]["step"]  # the checkpoint is exactly where the metrics end
 
 
+@pytest.mark.slow
 def test_second_sigint_stops_at_once_and_keeps_the_last_checkpoint(tmp_path):
     run = tmp_path / "twice"
     proc = subprocess.Popen(
@@ -137,6 +141,7 @@ def test_second_sigint_stops_at_once_and_keeps_the_last_checkpoint(tmp_path):
     assert torch.load(run / "checkpoints" / "last.pt", weights_only=True)["step"] == 4096
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_always_leaves_a_resumable_run(tmp_path):
     run = tmp_path / "kill"
     rng = random.Random(1)
@@ -159,6 +164,7 @@ def test_sigkill_at_random_moments_always_leaves_a_resumable_run(tmp_path):
     assert steps == list(range(128, 2048 + 1, 128))  # no gaps, no duplicates
 
 
+@pytest.mark.slow
 def test_second_process_on_same_run_is_refused(tmp_path):
     from ppo_control.runs import lock_run_dir
 
@@ -197,6 +203,7 @@ def snapshot(directory):
         (["ppo.lerning_rate=1"], "Did you mean: 'learning_rate'"),
     ],
 )
+@pytest.mark.slow
 def test_resume_refuses_changes_that_alter_the_optimization(finished_run, extra, message):
     before = snapshot(finished_run)
     result = run_module("ppo_control.train", f"resume={finished_run}", *extra)
@@ -205,6 +212,7 @@ def test_resume_refuses_changes_that_alter_the_optimization(finished_run, extra,
     assert snapshot(finished_run) == before
 
 
+@pytest.mark.slow
 def test_bad_run_directories(tmp_path, finished_run):
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -231,6 +239,7 @@ def test_bad_run_directories(tmp_path, finished_run):
         assert snapshot(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_resume_falls_back_to_newest_periodic_checkpoint_when_last_is_corrupt(tmp_path):
     run = tmp_path / "fallback"
     overrides = [o for o in TINY if not o.startswith("checkpoint.")]
@@ -256,6 +265,7 @@ class _Payload:
         return (os.system, (f"touch {self.marker}",))
 
 
+@pytest.mark.slow
 def test_pickle_payload_checkpoint_is_refused_and_never_runs(tmp_path):
     marker = tmp_path / "pwned"
     run = tmp_path / "evil"
@@ -270,6 +280,7 @@ def test_pickle_payload_checkpoint_is_refused_and_never_runs(tmp_path):
     assert not marker.exists()  # the payload never ran
 
 
+@pytest.mark.slow
 def test_unwritable_locations_are_refused_up_front(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")
@@ -288,6 +299,7 @@ def test_unwritable_locations_are_refused_up_front(tmp_path):
     assert blocker.read_text() == "not a directory"
 
 
+@pytest.mark.slow
 def test_nonfinite_observation_stops_training_and_keeps_last_good_checkpoint(tmp_path):
     task = tmp_path / "NaNTask.yaml"
     task.write_text("env:\n  id: nan_env:NaNAfterEnv\n  max_episode_steps: 1000\n  kwargs: {nan_after: 300}\n")
@@ -345,6 +357,7 @@ def test_nonfinite_loss_raises_before_touching_parameters():
     assert all(torch.equal(before[k], v) for k, v in policy.state_dict().items())
 
 
+@pytest.mark.slow
 def test_dead_async_worker_is_named_and_last_checkpoint_kept(tmp_path):
     run = tmp_path / "worker"
     proc = subprocess.Popen(

@@ -31,6 +31,7 @@ def read_metrics(run_dir):
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_inverted_pendulum_learns_to_balance(tmp_path):
     """The real learning test: the task's defaults, 32,768 steps (~15 s here), deterministic eval >= 950."""
     run_dir = tmp_path / "ip"
@@ -45,6 +46,7 @@ def test_inverted_pendulum_learns_to_balance(tmp_path):
     assert "done: eval return" in result.stdout and "sps" in result.stdout and "eta" in result.stdout
 
 
+@pytest.mark.slow
 def test_halfcheetah_smoke_run_writes_the_run_directory_contract(tmp_path):
     run_dir = tmp_path / "hc"
     result = run_module("ppo_control.train", "task=HalfCheetah", "total_steps=256", *TINY, f"run_dir={run_dir}")
@@ -147,6 +149,7 @@ def test_existing_run_dir_is_refused_and_left_alone(tmp_path):
     assert sorted(p.name for p in run_dir.iterdir()) == ["metrics.jsonl"]
 
 
+@pytest.mark.slow
 def test_default_run_dir_layout(tmp_path):
     result = run_module("ppo_control.train", "task=InvertedPendulum", "total_steps=128", "seed=3", *TINY, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
