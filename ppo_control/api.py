@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ppo_control.config import ConfigError, EvaluateArgs, compose, compose_resume, parse_command_args
+from omegaconf import OmegaConf
+
+from ppo_control.config import ConfigError, EvaluateArgs, compose, compose_resume, evaluation_randomize_section, parse_command_args
 from ppo_control.errors import UserError
 
 EVAL_FILE = "eval.json"
@@ -81,25 +83,33 @@ def evaluate(run: str | Path, **arguments: Any) -> dict[str, Any]:
     """Evaluate a run's policy (deterministic by default) and write <run>/eval.json; returns its content.
 
     Arguments as for `python -m ppo_control.evaluate`: checkpoint, episodes (10), seed (default: the
-    run's own evaluation seed, which reproduces its eval_return), video, video_dir, deterministic.
+    run's own evaluation seed, which reproduces its eval_return), video, video_dir, deterministic;
+    `randomize={"body_mass": [1.3, 1.3], ...}` evaluates under chosen perturbations (from the nominal
+    robot, or from the run's own randomization with `eval={"randomize": True}`).
     """
     args = parse_command_args(EvaluateArgs, {"run": str(run), **arguments}, "evaluate")
     if args.episodes < 1:
         raise ConfigError(f"evaluate: episodes={args.episodes} is not allowed: episodes must be >= 1")
     from ppo_control.checkpoint import atomic_write  # heavy imports after parsing
     from ppo_control.evaluation import EVAL_SEED_OFFSET, evaluate_policy, make_eval_envs
+    from ppo_control.randomization import Randomization
     from ppo_control.runs import load_run
     from ppo_control.video import record_run_videos
 
     loaded = load_run(args.run, args.checkpoint)
     cfg, step = loaded.cfg, int(loaded.state["step"])
     seed = args.seed if args.seed is not None else cfg.seed + EVAL_SEED_OFFSET
-    envs = make_eval_envs(cfg.env, args.episodes)
+    use_run = cfg.eval.randomize if args.eval.randomize is None else args.eval.randomize
+    section = evaluation_randomize_section(cfg, use_run, args.randomize)
+    randomization = Randomization.from_config(section)
+    envs = make_eval_envs(cfg.env, args.episodes, randomization)
     try:
         returns, lengths = evaluate_policy(loaded.policy, envs, args.episodes, seed, deterministic=args.deterministic)
     finally:
         envs.close()
-    videos = record_run_videos(loaded.policy, cfg, loaded.name, step, seed, video_dir=args.video_dir) if args.video else []
+    videos = []
+    if args.video:
+        videos = record_run_videos(loaded.policy, cfg, loaded.name, step, seed, randomization=randomization, video_dir=args.video_dir)
     result = {
         "run": str(loaded.run_dir),
         "checkpoint": str(loaded.checkpoint_path),
@@ -109,6 +119,7 @@ def evaluate(run: str | Path, **arguments: Any) -> dict[str, Any]:
         "episodes": args.episodes,
         "seed": seed,
         "deterministic": args.deterministic,
+        "randomize": OmegaConf.to_container(section) if randomization else None,
         "return_mean": float(returns.mean()),
         "return_std": float(returns.std()),
         "return_min": float(returns.min()),
@@ -136,6 +147,16 @@ def export(run: str | Path, **arguments: Any) -> Path:
 
     args = parse_args({"run": str(run), **arguments})
     return export_policy(args).path
+
+
+def robustness(run: str | Path, **arguments: Any) -> tuple[Path, list]:
+    """Evaluate a run's policy over a grid of perturbations (body mass x friction scales, and action
+    delays); writes robustness.csv/.md/.png into <run>/robustness/ and returns (that directory, the
+    cells). Arguments as for `python -m ppo_control.robustness`: episodes, mass, friction, delay,
+    checkpoint, seed."""
+    from ppo_control.robustness import evaluate_grid
+
+    return evaluate_grid(run, **arguments)
 
 
 def load_policy(path: str | Path, checkpoint: str | None = None):

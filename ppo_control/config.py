@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ppo_control.errors import UserError
@@ -81,6 +81,20 @@ class EvalConfig:
     video_height: int = MISSING
     video_fps: Optional[int] = MISSING
     video_overlay: bool = MISSING
+    randomize: bool = MISSING
+
+
+@dataclass
+class RandomizeConfig:
+    body_mass: Optional[List[float]] = MISSING
+    friction: Optional[List[float]] = MISSING
+    joint_damping: Optional[List[float]] = MISSING
+    actuator_gain: Optional[List[float]] = MISSING
+    obs_noise: float = MISSING
+    action_noise: float = MISSING
+    action_delay: Optional[List[int]] = MISSING
+    push_velocity: float = MISSING
+    push_interval: int = MISSING
 
 
 @dataclass
@@ -116,12 +130,33 @@ class TrainConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    randomize: RandomizeConfig = field(default_factory=RandomizeConfig)
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
 
 # Arguments of the commands other than train (their dataclasses live here, with the schema, so
 # annotations resolve however the command module is run).
+@dataclass
+class EvaluateRandomizeArgs:
+    """The training section's keys; None = not given (off, or the run's own with eval.randomize=true)."""
+
+    body_mass: Optional[List[float]] = None
+    friction: Optional[List[float]] = None
+    joint_damping: Optional[List[float]] = None
+    actuator_gain: Optional[List[float]] = None
+    obs_noise: Optional[float] = None
+    action_noise: Optional[float] = None
+    action_delay: Optional[List[int]] = None
+    push_velocity: Optional[float] = None
+    push_interval: Optional[int] = None
+
+
+@dataclass
+class EvaluateEvalArgs:
+    randomize: Optional[bool] = None  # true: start from the run's randomize.* (not the nominal robot); default: the run's eval.randomize
+
+
 @dataclass
 class EvaluateArgs:
     run: str = MISSING  # the run directory
@@ -131,6 +166,19 @@ class EvaluateArgs:
     video: bool = False
     video_dir: Optional[str] = None  # default: the run's eval.video_dir
     deterministic: bool = True
+    eval: EvaluateEvalArgs = field(default_factory=EvaluateEvalArgs)
+    randomize: EvaluateRandomizeArgs = field(default_factory=EvaluateRandomizeArgs)
+
+
+@dataclass
+class RobustnessArgs:
+    run: str = MISSING  # the run directory
+    checkpoint: Optional[str] = None  # a file, or a name in <run>/checkpoints; default last.pt
+    episodes: int = 5  # per cell
+    seed: Optional[int] = None  # default: the run's own evaluation seed
+    mass: List[float] = field(default_factory=lambda: [0.5, 0.75, 1.0, 1.25, 1.5])  # body mass scales (rows)
+    friction: List[float] = field(default_factory=lambda: [0.5, 0.75, 1.0, 1.25, 1.5])  # friction scales (columns)
+    delay: List[int] = field(default_factory=lambda: [0, 1, 2, 3])  # action delays, at nominal mass and friction
 
 
 @dataclass
@@ -212,16 +260,36 @@ RESUME_CHANGEABLE = ("total_steps", "device", "torch_threads", "dist_timeout", "
 RESUME_CHANGEABLE_TEXT = ", ".join(f"{key}*" if key.endswith(".") else key for key in RESUME_CHANGEABLE)
 
 
-def compose_resume(overrides: Overrides, saved_config: dict, run_dir: str) -> DictConfig:
-    """The config of a resumed run: the checkpoint's own config plus the few allowed overrides."""
-    cli = overrides_config(overrides)
-    # train.yaml first: a key added to the project since the checkpoint was written gets its default
-    defaults = _merge(
+def default_config() -> DictConfig:
+    """train.yaml's defaults on the schema (no task: not a runnable config by itself)."""
+    return _merge(
         OmegaConf.structured(TrainConfig),
         _load(lambda: OmegaConf.load(CONFIG_DIR / "train.yaml"), "configs/train.yaml"),
         "configs/train.yaml",
     )
-    saved = _merge(defaults, OmegaConf.create(saved_config), "checkpoint config")
+
+
+def saved_run_config(saved_config: dict) -> DictConfig:
+    """A run's saved config over train.yaml's defaults: a key added to the project since the run was
+    written gets its default (a run trained before randomization evaluates on the nominal robot)."""
+    return _merge(default_config(), OmegaConf.create(saved_config), "checkpoint config")
+
+
+def evaluation_randomize_section(run_cfg: DictConfig, use_run: bool, given: DictConfig) -> DictConfig:
+    """The `randomize` section an evaluation runs under: off (the nominal robot) or the run's own
+    (`use_run`), with the keys `given` (not None) replacing those; validated like a training config."""
+    section = OmegaConf.create(OmegaConf.to_container(run_cfg.randomize if use_run else default_config().randomize))
+    for key, value in OmegaConf.to_container(given).items():
+        if value is not None:
+            section[key] = value
+    validate_randomize(OmegaConf.create({"randomize": section}))
+    return section
+
+
+def compose_resume(overrides: Overrides, saved_config: dict, run_dir: str) -> DictConfig:
+    """The config of a resumed run: the checkpoint's own config plus the few allowed overrides."""
+    cli = overrides_config(overrides)
+    saved = saved_run_config(saved_config)
     if "task" in cli and str(cli.task) != str(saved.task):
         raise ConfigError(f"cannot resume: the run in '{run_dir}' trained task '{saved.task}', not '{cli.task}'")
     cli.pop("task", None)
@@ -394,6 +462,7 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError("ppo.lr_schedule=adaptive needs ppo.target_kl (the KL it aims at), e.g. ppo.target_kl=0.01")
     require(cfg.eval.every_steps >= 0, "eval.every_steps", ">= 0 (0 = evaluate only at the end)")
     require(cfg.eval.episodes >= 1, "eval.episodes", ">= 1")
+    validate_randomize(cfg)
     require(cfg.log.every_updates >= 1, "log.every_updates", ">= 1")
     require(finite("log.line_seconds") >= 0, "log.line_seconds", ">= 0 (0 = a line every log.every_updates updates)")
     require(cfg.checkpoint.every_steps >= 0, "checkpoint.every_steps", ">= 0 (0 = only last.pt)")
@@ -407,6 +476,36 @@ def validate(cfg: DictConfig) -> None:
         cfg.eval.video_height >= 16 and cfg.eval.video_height % 2 == 0, "eval.video_height", "an even number >= 16 (H.264 needs even sizes)"
     )
     require(cfg.eval.video_fps is None or cfg.eval.video_fps >= 1, "eval.video_fps", "null (the env's rate) or >= 1")
+
+
+def validate_randomize(cfg: DictConfig) -> None:
+    """The `randomize` section: [low, high] scale ranges, non-negative noises, a delay range, pushes."""
+    rnd = cfg.randomize
+
+    def fail(key: str, allowed: str) -> None:
+        raise ConfigError(f"randomize.{key}={_plain(rnd[key])!r} is not allowed: randomize.{key} must be {allowed}")
+
+    for key in ("body_mass", "friction", "joint_damping", "actuator_gain"):
+        pair = rnd[key]
+        if pair is None:
+            continue
+        bound = "0 < low <= high" if key == "body_mass" else "0 <= low <= high"
+        ok = len(pair) == 2 and all(math.isfinite(v) for v in pair) and pair[0] <= pair[1]
+        ok = ok and (pair[0] > 0 if key == "body_mass" else pair[0] >= 0)
+        if not ok:
+            fail(key, f"null or [low, high] scale factors with {bound} (e.g. [0.8, 1.2])")
+    for key in ("obs_noise", "action_noise", "push_velocity"):
+        if not (math.isfinite(rnd[key]) and rnd[key] >= 0):
+            fail(key, ">= 0 (0 = off)")
+    delay = rnd.action_delay
+    if delay is not None and not (len(delay) == 2 and 0 <= delay[0] <= delay[1]):
+        fail("action_delay", "null or [min, max] control steps with 0 <= min <= max (e.g. [0, 2])")
+    if rnd.push_interval < 0 or (rnd.push_velocity > 0 and rnd.push_interval < 1):
+        fail("push_interval", ">= 1 when randomize.push_velocity > 0 (control steps between pushes)")
+
+
+def _plain(value: Any) -> Any:
+    return OmegaConf.to_container(value) if isinstance(value, (DictConfig, ListConfig)) else value
 
 
 def parse_command_args(schema: type, argv: Overrides, command: str) -> DictConfig:

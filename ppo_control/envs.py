@@ -28,6 +28,7 @@ from gymnasium.wrappers import TimeLimit
 from omegaconf import OmegaConf
 
 from ppo_control.errors import EnvWorkerError, UserError
+from ppo_control.randomization import DomainRandomization, Randomization
 
 # Gymnasium's half_cheetah.xml uses `settotalmass`, deprecated in MuJoCo 4: MuJoCo's default
 # handler prints that for every env made and appends it to MUJOCO_LOG.TXT in the working directory.
@@ -91,8 +92,10 @@ class ResumableEnv(gym.Wrapper):
         base = self.env.unwrapped
         if not isinstance(base, MujocoEnv):
             return None
-        time_limit = self._time_limit()
+        time_limit = self._wrapper(TimeLimit)
+        randomization = self._wrapper(DomainRandomization)
         return {
+            "randomization": None if randomization is None else randomization.get_randomization_state(),
             # Every array of mjData: the integration state and also the derived quantities (body
             # positions, contact forces) that the env's next step reads before it integrates.
             "data": {name: array.copy() for name, array in _mjdata_arrays(base.data).items()},
@@ -104,38 +107,51 @@ class ResumableEnv(gym.Wrapper):
     @sim_state.setter
     def sim_state(self, state: dict[str, Any]) -> None:
         base = self.env.unwrapped
+        randomization = self._wrapper(DomainRandomization)
+        if randomization is not None:  # the model's randomized parameters first, then the data computed with them
+            randomization.set_randomization_state(state["randomization"])
         arrays = _mjdata_arrays(base.data)
         for name, saved in state["data"].items():
             target = arrays.get(name)
             if target is not None and target.shape == saved.shape:
                 np.copyto(target, saved)
         base.data.time = state["time"]
-        time_limit = self._time_limit()
+        time_limit = self._wrapper(TimeLimit)
         if time_limit is not None:
             time_limit._elapsed_steps = state["elapsed_steps"]
         base.np_random.bit_generator.state = state["rng"]
 
-    def _time_limit(self) -> TimeLimit | None:
+    def _wrapper(self, kind: type) -> Any:
+        """The first wrapper of type `kind` below this one, or None."""
         env = self.env
         while isinstance(env, gym.Wrapper):
-            if isinstance(env, TimeLimit):
+            if isinstance(env, kind):
                 return env
             env = env.env
         return None
 
 
 def make_env_factory(
-    env_id: str, kwargs: dict[str, Any] | None = None, max_episode_steps: int | None = None, render_mode: str | None = None
+    env_id: str,
+    kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+    render_mode: str | None = None,
+    randomization: Randomization | None = None,
 ) -> Callable[[], gym.Env]:
-    """A zero-argument constructor for one env: `env_id` is a registered id or `package.module:EnvClass`."""
+    """A zero-argument constructor for one env: `env_id` is a registered id or `package.module:EnvClass`;
+    with `randomization`, wrapped in DomainRandomization (inside the state-capturing wrapper)."""
     kwargs = dict(kwargs or {})
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
     if ":" in env_id:
         spec = gym.envs.registration.EnvSpec(id=env_id.split(":")[-1], entry_point=env_id, max_episode_steps=max_episode_steps)
-        return lambda: ResumableEnv(gym.make(spec, **kwargs))
-    limit = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
-    return lambda: ResumableEnv(gym.make(env_id, **limit, **kwargs))
+        make = lambda: gym.make(spec, **kwargs)  # noqa: E731
+    else:
+        limit = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
+        make = lambda: gym.make(env_id, **limit, **kwargs)  # noqa: E731
+    if randomization is None:
+        return lambda: ResumableEnv(make())
+    return lambda: ResumableEnv(DomainRandomization(make(), randomization))
 
 
 def check_env_id(env_id: str) -> None:
@@ -376,11 +392,18 @@ def usable_cores() -> int:
     return max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
 
 
-def make_vec_env(env_cfg, num_envs: int | None = None, render_mode: str | None = None, backend: str | None = None) -> VecEnv:
+def make_vec_env(
+    env_cfg,
+    num_envs: int | None = None,
+    render_mode: str | None = None,
+    backend: str | None = None,
+    randomization: Randomization | None = None,
+) -> VecEnv:
     """Build the configured vector env (`env_cfg` is the `env` section of the run config).
 
     `backend` overrides env_cfg.backend (evaluation and videos always use Gymnasium). When envpool
-    cannot run the task, this says why on stderr and falls back to Gymnasium.
+    cannot run the task, or `randomization` is on (envpool cannot change a model's parameters),
+    this says why on stderr and falls back to Gymnasium.
     """
     env_id = str(env_cfg.id)
     check_env_id(env_id)
@@ -388,10 +411,11 @@ def make_vec_env(env_cfg, num_envs: int | None = None, render_mode: str | None =
     n = env_cfg.n_envs if num_envs is None else num_envs
     backend = backend or env_cfg.backend
     if backend == "envpool" and render_mode is None:
-        reason = envpool_unavailable_reason(env_id, kwargs)
+        reason = "randomize.* needs per-sub-env MuJoCo models, which envpool does not expose" if randomization else None
+        reason = reason or envpool_unavailable_reason(env_id, kwargs)
         if reason is None:
             threads = env_cfg.num_threads or usable_cores()
             return EnvpoolVecEnv(env_id, n, min(threads, n), kwargs, env_cfg.max_episode_steps)
         print(f"env.backend=envpool: {reason}; using the gymnasium backend instead", file=sys.stderr, flush=True)
-    factory = make_env_factory(env_id, kwargs, env_cfg.max_episode_steps, render_mode)
+    factory = make_env_factory(env_id, kwargs, env_cfg.max_episode_steps, render_mode, randomization)
     return GymnasiumVecEnv(factory, n, env_cfg.vectorization)

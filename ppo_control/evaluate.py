@@ -1,10 +1,15 @@
 """python -m ppo_control.evaluate run=<run_dir> [checkpoint=<file>] [episodes=10] [seed=...] [video=true] [deterministic=true]
+    [randomize.body_mass=[1.3,1.3] ...] [eval.randomize=true]
 
 Rolls out the trained policy (mean action by default, normalizer frozen, raw rewards), prints a
-table and writes <run_dir>/eval.json. The checkpoint and its statistics are only ever read.
+table and writes <run_dir>/eval.json. The checkpoint and its statistics are only ever read. The robot
+is the nominal one (or the run's own eval.randomize setting); `randomize.*` keys evaluate under
+chosen perturbations, starting from the run's training randomization with eval.randomize=true.
 """
 
 from __future__ import annotations
+
+import json
 
 from ppo_control.api import EVAL_FILE, evaluate
 from ppo_control.config import EvaluateArgs, parse_command_args
@@ -19,6 +24,8 @@ def main(argv: list[str]) -> None:
     print(f"checkpoint  {result['checkpoint']} (step {result['step']:,})")
     print(f"policy      {mode}, seed {result['seed']}")
     print(f"episodes    {result['episodes']}")
+    robot = "nominal" if result["randomize"] is None else "randomized " + json.dumps({k: v for k, v in result["randomize"].items() if v})
+    print(f"robot       {robot}")
     print(
         f"return      {result['return_mean']:.1f} +- {result['return_std']:.1f}  "
         f"(min {result['return_min']:.1f}, max {result['return_max']:.1f})"

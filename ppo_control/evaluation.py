@@ -7,15 +7,22 @@ import torch
 
 from ppo_control.envs import VecEnv, make_vec_env
 from ppo_control.policy import ActorCritic
+from ppo_control.randomization import Randomization
 
 MAX_EVAL_ENVS = 16
 EVAL_SEED_OFFSET = 1_000_000  # evaluation envs never share seeds with training envs
 
 
-def make_eval_envs(env_cfg, episodes: int) -> VecEnv:
+def eval_randomization(cfg) -> Randomization | None:
+    """What evaluation runs under: the nominal robot (None) unless eval.randomize asks for the run's
+    own randomize.* settings."""
+    return Randomization.from_config(cfg.randomize) if cfg.eval.randomize else None
+
+
+def make_eval_envs(env_cfg, episodes: int, randomization: Randomization | None = None) -> VecEnv:
     """The evaluation env layout, shared by training-time and `evaluate` runs so their numbers agree.
     Always Gymnasium, whatever backend trained the policy: the reference implementation of the task."""
-    return make_vec_env(env_cfg, num_envs=min(episodes, MAX_EVAL_ENVS), backend="gymnasium")
+    return make_vec_env(env_cfg, num_envs=min(episodes, MAX_EVAL_ENVS), backend="gymnasium", randomization=randomization)
 
 
 def evaluate_policy(

@@ -22,6 +22,7 @@ from ppo_control.checkpoint import (
     prune_periodic_checkpoints,
     save_checkpoint,
 )
+from ppo_control.config import saved_run_config
 from ppo_control.envs import EnvInfo
 from ppo_control.errors import UserError
 from ppo_control.metrics import METRICS_FILE
@@ -194,7 +195,7 @@ def load_run(run_dir: str | Path, checkpoint: str | Path | None = None) -> Loade
             path = run_dir / CHECKPOINT_DIR / path  # checkpoint=step_0000200000.pt
     state = load_checkpoint(path)
     try:
-        cfg = OmegaConf.create(state["config"])
+        cfg = saved_run_config(state["config"])
         info = env_info_from_dict(state["env_info"])
         policy = build_policy(cfg, info)
         policy.load_state_dict(state["policy"])

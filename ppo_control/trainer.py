@@ -11,6 +11,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,9 +23,10 @@ from ppo_control.collector import NonFiniteEnvOutput, Rollout, RolloutCollector
 from ppo_control.distributed import init_distributed
 from ppo_control.envs import make_vec_env, usable_cores
 from ppo_control.errors import NonFiniteError, UserError
-from ppo_control.evaluation import EVAL_SEED_OFFSET, evaluate_policy, make_eval_envs
+from ppo_control.evaluation import EVAL_SEED_OFFSET, eval_randomization, evaluate_policy, make_eval_envs
 from ppo_control.metrics import MetricsLogger, NullLogger
 from ppo_control.ppo import PPOLearner, explained_variance, prepare_batch
+from ppo_control.randomization import Randomization
 from ppo_control.run_state import Progress
 from ppo_control.runs import RunDirectory, build_policy, claim_run_dir, ensure_writable_dir
 from ppo_control.video import record_run_videos, video_directory
@@ -136,7 +138,7 @@ class Trainer:
         self.generator = torch.Generator().manual_seed(cfg.seed + self.dist.rank)  # minibatch shuffling
         self.env_seed = cfg.seed + self.dist.rank * cfg.env.n_envs  # sub-env i of rank r: seed + r*n_envs + i
 
-        self.envs = make_vec_env(cfg.env)
+        self.envs = make_vec_env(cfg.env, randomization=Randomization.from_config(cfg.randomize))
         self.info = self.envs.info
         # One thread while initializing: the orthogonal init's QR rounds differently with more, and a
         # seed should give the same weights on any machine and any torch_threads.
@@ -151,6 +153,7 @@ class Trainer:
         )
         self.progress = Progress()
         self.eval_envs = None
+        self.eval_randomization = eval_randomization(cfg)
         self.collector.reset(self.env_seed)
         if resume_state is not None:
             self._restore(resume_state)
@@ -163,7 +166,7 @@ class Trainer:
         self._last_saved = time.monotonic()
 
     @property
-    def run_dir(self):
+    def run_dir(self) -> Path:
         return self.run.path
 
     @property
@@ -293,7 +296,7 @@ class Trainer:
         """Evaluate the deterministic policy on the run's own evaluation seeds (and record videos)."""
         cfg = self.cfg
         if self.eval_envs is None:
-            self.eval_envs = make_eval_envs(cfg.env, cfg.eval.episodes)
+            self.eval_envs = make_eval_envs(cfg.env, cfg.eval.episodes, self.eval_randomization)
         seed = cfg.seed + EVAL_SEED_OFFSET
         returns, lengths = evaluate_policy(self.policy, self.eval_envs, cfg.eval.episodes, seed, self.device)
         result: dict[str, Any] = {
@@ -302,7 +305,9 @@ class Trainer:
             "eval_length": float(lengths.mean()),
         }
         if cfg.eval.video:
-            result["videos"] = record_run_videos(self.policy, cfg, self.run.name, self.progress.step, seed, self.device)
+            result["videos"] = record_run_videos(
+                self.policy, cfg, self.run.name, self.progress.step, seed, self.device, self.eval_randomization
+            )
         return result
 
     # --- checkpoints ----------------------------------------------------------------------------

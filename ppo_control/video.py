@@ -29,6 +29,7 @@ from ppo_control.checkpoint import atomic_write
 from ppo_control.envs import make_env_factory
 from ppo_control.errors import UserError
 from ppo_control.policy import ActorCritic
+from ppo_control.randomization import Randomization
 
 GL_BACKENDS = ("egl", "osmesa")
 GL_MODULES = ("egl", "osmesa", "glfw")  # MUJOCO_GL values that name a mujoco.<name> GLContext module
@@ -217,11 +218,11 @@ def _is_mujoco(env: gym.Env) -> bool:
     return isinstance(model, mujoco.MjModel) and isinstance(data, mujoco.MjData)
 
 
-def make_render_env(env_cfg, width: int, height: int) -> tuple[gym.Env, Frames]:
+def make_render_env(env_cfg, width: int, height: int, randomization: Randomization | None = None) -> tuple[gym.Env, Frames]:
     """The env to record, built as evaluation builds it, and its frame source: our MuJoCo renderer
     (falling back from EGL to OSMesa once), or Gymnasium's rgb_array rendering for other envs."""
     kwargs = OmegaConf.to_container(env_cfg.kwargs) if env_cfg.kwargs else {}
-    env = make_env_factory(str(env_cfg.id), kwargs, env_cfg.max_episode_steps)()
+    env = make_env_factory(str(env_cfg.id), kwargs, env_cfg.max_episode_steps, randomization=randomization)()
     env.reset(seed=0)
     if not _is_mujoco(env):
         env.close()
@@ -334,6 +335,7 @@ def record_videos(
     fps: int | None = None,
     device: torch.device | str = "cpu",
     overlay: bool = True,
+    randomization: Randomization | None = None,
 ) -> list[Path]:
     """Record `episodes` episodes of the deterministic policy; returns the mp4 paths.
 
@@ -345,7 +347,7 @@ def record_videos(
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create video directory '{directory}': {exc.strerror}") from None
-    env, frames = make_render_env(env_cfg, width, height)
+    env, frames = make_render_env(env_cfg, width, height, randomization)
     fps = fps or int(round(env.metadata.get("render_fps", 30)))
     paths = []
     try:
@@ -361,13 +363,32 @@ def record_videos(
 
 
 def record_run_videos(
-    policy: ActorCritic, cfg, run_name: str, step: int, seed: int, device: torch.device | str = "cpu", video_dir: str | None = None
+    policy: ActorCritic,
+    cfg,
+    run_name: str,
+    step: int,
+    seed: int,
+    device: torch.device | str = "cpu",
+    randomization: Randomization | None = None,
+    video_dir: str | None = None,
 ) -> list[str]:
     """`record_videos` with a run config's settings (`eval.video_*`, `env`), into
-    <video_dir or eval.video_dir>/<task>/<run name>/; returns the paths as strings."""
+    <video_dir or eval.video_dir>/<task>/<run name>/, under `randomization` (None: the nominal
+    robot); returns the paths as strings."""
     ev = cfg.eval
     directory = video_directory(video_dir or ev.video_dir, cfg.task, run_name)
     paths = record_videos(
-        policy, cfg.env, directory, step, ev.video_episodes, seed, ev.video_width, ev.video_height, ev.video_fps, device, ev.video_overlay
+        policy,
+        cfg.env,
+        directory,
+        step,
+        ev.video_episodes,
+        seed,
+        ev.video_width,
+        ev.video_height,
+        ev.video_fps,
+        device,
+        ev.video_overlay,
+        randomization,
     )
     return [str(path) for path in paths]

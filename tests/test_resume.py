@@ -39,12 +39,26 @@ def resume_in_process(run_dir, *overrides):
 EXACT = ["task=Hopper", "total_steps=768", *[o for o in TINY if not o.startswith("eval.every")], "eval.every_steps=256"]
 
 
-@pytest.mark.parametrize("vectorization", ["sync", "async"])
-def test_interrupted_and_resumed_run_matches_uninterrupted_row_for_row(tmp_path, vectorization):
+# Every randomization at once: per-episode physics scales, noise, latency and pushes must all resume exactly.
+RANDOMIZED = [
+    "randomize.body_mass=[0.7,1.3]",
+    "randomize.friction=[0.5,1.5]",
+    "randomize.joint_damping=[0.5,2.0]",
+    "randomize.actuator_gain=[0.8,1.2]",
+    "randomize.obs_noise=0.05",
+    "randomize.action_noise=0.1",
+    "randomize.action_delay=[0,2]",
+    "randomize.push_velocity=0.5",
+    "randomize.push_interval=7",
+]
+
+
+@pytest.mark.parametrize("vectorization, extra", [("sync", []), ("async", []), ("sync", RANDOMIZED)], ids=["sync", "async", "randomized"])
+def test_interrupted_and_resumed_run_matches_uninterrupted_row_for_row(tmp_path, vectorization, extra):
     from ppo_control.config import compose
     from ppo_control.trainer import Trainer
 
-    args = [*EXACT, f"env.vectorization={vectorization}"]
+    args = [*EXACT, f"env.vectorization={vectorization}", *extra]
     Trainer(compose([*args, f"run_dir={tmp_path / 'whole'}"])).train()
     Trainer(compose([*args, f"run_dir={tmp_path / 'cut'}"])).train(max_updates=3)  # stops at an update boundary
     assert [r["step"] for r in rows(tmp_path / "cut")] == [128, 256, 384]

@@ -1,0 +1,195 @@
+"""Domain randomization for MuJoCo envs: physics scales, sensor and actuator noise, latency, pushes.
+
+`DomainRandomization` wraps one sub-env. At every episode start it draws, from its own generator,
+a scale factor per body (mass and inertia), per geom (sliding friction), per dof (damping) and per
+actuator (gain) within the configured [low, high] ranges, and applies them to that sub-env's
+MjModel (each sub-env owns its model). Within the episode it adds Gaussian noise to the action and
+the observation, delays the action by a per-episode number of control steps, and pushes the root
+body every `push_interval` steps. Its state (generator, scales, delay buffer, step counter) is part
+of the sub-env's saved state, so a resumed run continues exactly.
+
+Each generator is seeded from the sub-env's seed on its seeded reset, on a stream apart from the
+env's own, so randomization never shifts the env's initial-state noise.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+
+from ppo_control.errors import UserError
+
+RANDOMIZATION_STREAM = 0x5EED_D0  # seeds the randomization generator apart from the env's own
+PHYSICS_KEYS = ("body_mass", "friction", "joint_damping", "actuator_gain")
+
+
+@dataclass(frozen=True)
+class Randomization:
+    """What to randomize (the `randomize` config section as plain values); None/0 = off."""
+
+    body_mass: tuple[float, float] | None = None
+    friction: tuple[float, float] | None = None
+    joint_damping: tuple[float, float] | None = None
+    actuator_gain: tuple[float, float] | None = None
+    obs_noise: float = 0.0
+    action_noise: float = 0.0
+    action_delay: tuple[int, int] | None = None
+    push_velocity: float = 0.0
+    push_interval: int = 0
+
+    @classmethod
+    def from_config(cls, section) -> Randomization | None:
+        """The `randomize` config section, or None when every key is off."""
+        pair = lambda key: None if section[key] is None else tuple(section[key])  # noqa: E731
+        settings = cls(
+            body_mass=pair("body_mass"),
+            friction=pair("friction"),
+            joint_damping=pair("joint_damping"),
+            actuator_gain=pair("actuator_gain"),
+            obs_noise=float(section.obs_noise),
+            action_noise=float(section.action_noise),
+            action_delay=None if section.action_delay is None else (int(section.action_delay[0]), int(section.action_delay[1])),
+            push_velocity=float(section.push_velocity),
+            push_interval=int(section.push_interval),
+        )
+        return settings if settings.enabled else None
+
+    @property
+    def enabled(self) -> bool:
+        return self != Randomization()
+
+    def physics_ranges(self) -> dict[str, tuple[float, float]]:
+        return {key: getattr(self, key) for key in PHYSICS_KEYS if getattr(self, key) is not None}
+
+
+def _root_push_dofs(model: mujoco.MjModel) -> tuple[str, list[int]]:
+    """How to push this model's root: ("free", [vx, vy dofs]) for a free root, ("slide", [dof]) for a
+    planar robot or cart whose first joint slides; refuses a model with neither."""
+    if model.njnt and model.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE:
+        start = int(model.jnt_dofadr[0])
+        return "free", [start, start + 1]
+    if model.njnt and model.jnt_type[0] == mujoco.mjtJoint.mjJNT_SLIDE:
+        return "slide", [int(model.jnt_dofadr[0])]
+    raise UserError("randomize.push_velocity: this task's robot has no free or sliding root joint to push; set randomize.push_velocity=0")
+
+
+class DomainRandomization(gym.Wrapper):
+    """Randomizes one MuJoCo sub-env (see the module docstring). Apply it below the time limit's
+    wrapper or above it alike: it keeps no per-step state that a time limit would cut."""
+
+    def __init__(self, env: gym.Env, settings: Randomization):
+        super().__init__(env)
+        self.settings = settings
+        base = env.unwrapped
+        if not hasattr(base, "model"):
+            raise UserError("randomize.* needs a MuJoCo env (one with a `model`); this env has none")
+        self._model: mujoco.MjModel = base.model
+        self._data: mujoco.MjData = base.data
+        self._nominal = {
+            "body_mass": self._model.body_mass.copy(),
+            "body_inertia": self._model.body_inertia.copy(),
+            "geom_friction": self._model.geom_friction.copy(),
+            "dof_damping": self._model.dof_damping.copy(),
+            "actuator_gainprm": self._model.actuator_gainprm.copy(),
+            "actuator_biasprm": self._model.actuator_biasprm.copy(),
+        }
+        self._scratch = mujoco.MjData(self._model)  # mj_setConst works in an mjData: not the episode's
+        self._push = _root_push_dofs(self._model) if settings.push_velocity > 0 else None
+        self._rng = np.random.default_rng(RANDOMIZATION_STREAM)
+        self.scales: dict[str, np.ndarray] = {}
+        self._delay = 0
+        self._pending: deque[np.ndarray] = deque()
+        self._steps = 0
+
+    # --- episodes -------------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if seed is not None:
+            self._rng = np.random.default_rng([seed, RANDOMIZATION_STREAM])
+        self._draw_episode()
+        obs, info = self.env.reset(seed=seed, options=options)
+        return self._noisy(obs), info
+
+    def step(self, action):
+        action = np.asarray(action, dtype=np.float64)
+        if self.settings.action_noise > 0:
+            action = action + self._rng.normal(0.0, self.settings.action_noise, size=action.shape)
+            space = self.env.action_space
+            action = np.clip(action, space.low, space.high)
+        if self._delay:
+            self._pending.append(action)
+            action = self._pending.popleft()
+        self._steps += 1
+        if self._push is not None and self.settings.push_interval and self._steps % self.settings.push_interval == 0:
+            self._push_root()
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return self._noisy(obs), reward, terminated, truncated, info
+
+    def _draw_episode(self) -> None:
+        """This episode's physics scales, action delay, and an empty (zero-action) delay buffer."""
+        self.scales = {}
+        sizes = {
+            "body_mass": self._model.nbody,
+            "friction": self._model.ngeom,
+            "joint_damping": self._model.nv,
+            "actuator_gain": self._model.nu,
+        }
+        for key, (low, high) in self.settings.physics_ranges().items():
+            self.scales[key] = self._rng.uniform(low, high, size=sizes[key])
+        self._apply_scales()
+        low, high = self.settings.action_delay or (0, 0)
+        self._delay = int(self._rng.integers(low, high + 1))
+        zero = np.zeros(self.env.action_space.shape)
+        self._pending = deque([zero] * self._delay)
+        self._steps = 0
+
+    def _apply_scales(self) -> None:
+        """Nominal values times the current scales (a key without scales stays nominal)."""
+        model, nominal, scales = self._model, self._nominal, self.scales
+        mass = scales["body_mass"].copy() if "body_mass" in scales else np.ones(model.nbody)
+        mass[0] = 1.0  # the world body
+        model.body_mass[:] = nominal["body_mass"] * mass
+        model.body_inertia[:] = nominal["body_inertia"] * mass[:, None]  # same density change: inertia scales with mass
+        model.geom_friction[:, 0] = nominal["geom_friction"][:, 0] * scales.get("friction", 1.0)
+        model.dof_damping[:] = nominal["dof_damping"] * scales.get("joint_damping", 1.0)
+        gain = scales.get("actuator_gain", np.ones(model.nu))
+        model.actuator_gainprm[:, 0] = nominal["actuator_gainprm"][:, 0] * gain
+        model.actuator_biasprm[:, 1:3] = nominal["actuator_biasprm"][:, 1:3] * gain[:, None]  # position/velocity servos stay consistent
+        if "body_mass" in scales:
+            mujoco.mj_setConst(model, self._scratch)  # derived constants (subtree masses, inverse weights) follow the masses
+
+    def _push_root(self) -> None:
+        kind, dofs = self._push
+        size = self.settings.push_velocity
+        if kind == "free":
+            angle = self._rng.uniform(0.0, 2.0 * np.pi)
+            self._data.qvel[dofs] += size * np.array([np.cos(angle), np.sin(angle)])
+        else:
+            self._data.qvel[dofs[0]] += size * self._rng.choice([-1.0, 1.0])
+
+    def _noisy(self, obs):
+        if self.settings.obs_noise <= 0:
+            return obs
+        return obs + self._rng.normal(0.0, self.settings.obs_noise, size=np.shape(obs)).astype(np.asarray(obs).dtype)
+
+    # --- state for checkpoints ------------------------------------------------------------------
+    def get_randomization_state(self) -> dict[str, Any]:
+        return {
+            "rng": self._rng.bit_generator.state,
+            "scales": {key: value.copy() for key, value in self.scales.items()},
+            "delay": self._delay,
+            "pending": np.array(list(self._pending)).reshape(len(self._pending), *self.env.action_space.shape),
+            "steps": self._steps,
+        }
+
+    def set_randomization_state(self, state: dict[str, Any]) -> None:
+        self._rng.bit_generator.state = state["rng"]
+        self.scales = {key: np.asarray(value, dtype=np.float64).copy() for key, value in state["scales"].items()}
+        self._apply_scales()
+        self._delay = int(state["delay"])
+        self._pending = deque(np.asarray(row, dtype=np.float64) for row in np.asarray(state["pending"]))
+        self._steps = int(state["steps"])
