@@ -75,10 +75,13 @@ def build_metadata(loaded, fmt: str) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     from ppo_control import __version__
+    from ppo_control.contract import controller_contract
     from ppo_control.deploy import EXPORT_FORMAT_VERSION
 
     cfg = loaded.cfg
     return {
+        # the controller's contract: control period, actuator names, observation groups (element names where proven)
+        **controller_contract(cfg.env),
         "format": fmt,
         "format_version": EXPORT_FORMAT_VERSION,
         "task": str(cfg.task),

@@ -332,6 +332,12 @@ def test_metadata_is_complete_and_correct(isolated, expected, name):
     assert meta["checkpoint"] == ("wide.pt" if name == "hc" else "last.pt")
     assert meta["normalize_obs"] is (name == "hc")
     assert meta["format"] == "torchscript" and meta["format_version"] == 1
+    # the controller's contract, read from the task's MJCF
+    assert meta["control_period_s"] == {"hc": 0.05, "ip": 0.04}[name]
+    assert meta["action_names"] == {"hc": ["bthigh", "bshin", "bfoot", "fthigh", "fshin", "ffoot"], "ip": ["slide"]}[name]
+    (group,) = meta["observation"]["groups"]
+    assert group["name"] == "policy" and group["size"] == info.obs_dim and meta["observation"]["history"] == 1
+    assert group["element_names"][:2] == {"hc": ["qpos:rootz", "qpos:rooty"], "ip": ["qpos:slider", "qpos:hinge"]}[name]
     # The hash names exactly these weights: recomputed from the loaded file, without ppo_control.
     assert meta["weights_sha256"] == report[name]["ts_hash"] == expected[name]["hash"]
     assert report[name]["ts_attr_metadata"] == meta
