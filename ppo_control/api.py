@@ -92,6 +92,7 @@ def evaluate(run: str | Path, **arguments: Any) -> dict[str, Any]:
         raise ConfigError(f"evaluate: episodes={args.episodes} is not allowed: episodes must be >= 1")
     from ppo_control.checkpoint import atomic_write  # heavy imports after parsing
     from ppo_control.evaluation import EVAL_SEED_OFFSET, evaluate_policy, make_eval_envs
+    from ppo_control.observations import needs_privileged
     from ppo_control.randomization import Randomization
     from ppo_control.runs import load_run
     from ppo_control.video import record_run_videos
@@ -102,7 +103,7 @@ def evaluate(run: str | Path, **arguments: Any) -> dict[str, Any]:
     use_run = cfg.eval.randomize if args.eval.randomize is None else args.eval.randomize
     section = evaluation_randomize_section(cfg, use_run, args.randomize)
     randomization = Randomization.from_config(section)
-    envs = make_eval_envs(cfg.env, args.episodes, randomization)
+    envs = make_eval_envs(cfg.env, args.episodes, randomization, needs_privileged(cfg.policy))
     try:
         returns, lengths = evaluate_policy(loaded.policy, envs, args.episodes, seed, deterministic=args.deterministic)
     finally:

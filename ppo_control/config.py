@@ -50,6 +50,8 @@ class PolicyConfig:
     hidden_sizes: List[int] = MISSING
     activation: str = MISSING
     log_std_init: float = MISSING
+    actor_obs: List[str] = MISSING
+    critic_obs: List[str] = MISSING
 
 
 @dataclass
@@ -441,6 +443,11 @@ def validate(cfg: DictConfig) -> None:
         "a non-empty list of positive ints, e.g. [64,64]",
     )
     finite("policy.log_std_init")
+    for key in ("actor_obs", "critic_obs"):
+        names = list(pol[key])
+        require(
+            len(names) >= 1 and len(set(names)) == len(names), f"policy.{key}", "a non-empty list of distinct group names, e.g. [policy]"
+        )
     require(ppo.rollout_steps >= 1, "ppo.rollout_steps", ">= 1")
     require(ppo.epochs >= 1, "ppo.epochs", ">= 1")
     require(ppo.minibatches >= 1, "ppo.minibatches", ">= 1")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import gymnasium as gym
 import mujoco
 import numpy as np
 
@@ -75,8 +76,15 @@ def observation_element_names(env) -> list[str] | None:
     return None
 
 
-def controller_contract(env_cfg) -> dict[str, Any]:
-    """The contract of the task in `env_cfg` (the run config's `env` section), from one fresh env."""
+def actor_groups(groups, actor_obs: list[str]) -> list[tuple[str, int]]:
+    """(name, size) of the groups the actor reads, in its order: all an exported policy takes."""
+    sizes = dict(groups)
+    return [(name, int(sizes[name])) for name in actor_obs]
+
+
+def controller_contract(env_cfg, groups: list[tuple[str, int]] | None = None) -> dict[str, Any]:
+    """The contract of the task in `env_cfg` (the run config's `env` section), from one fresh env;
+    `groups` are the observation groups the controller feeds (default: the `policy` group alone)."""
     from omegaconf import OmegaConf
 
     kwargs = OmegaConf.to_container(env_cfg.kwargs) if env_cfg.kwargs else {}
@@ -84,12 +92,16 @@ def controller_contract(env_cfg) -> dict[str, Any]:
     try:
         base = env.unwrapped
         model = getattr(base, "model", None)
-        obs_size = int(np.prod(env.observation_space.shape))
-        names = observation_element_names(env)
+        obs_size = int(np.prod(env.observation_space.shape)) if isinstance(env.observation_space, gym.spaces.Box) else None
+        names = observation_element_names(env) if obs_size is not None else None
+        groups = groups or [("policy", obs_size)]
         return {
             "control_period_s": float(base.dt) if hasattr(base, "dt") else None,
             "action_names": action_names(model) if model is not None else None,
-            "observation": {"groups": [{"name": "policy", "size": obs_size, "element_names": names}], "history": 1},
+            "observation": {
+                "groups": [{"name": name, "size": size, "element_names": names if name == "policy" else None} for name, size in groups],
+                "history": 1,
+            },
         }
     finally:
         env.close()

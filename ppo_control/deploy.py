@@ -80,6 +80,8 @@ class DeployedPolicy(nn.Module):
         # The same float64 -> float32 steps as RunningMeanStd.normalize, so results match bit for bit.
         obs_mean = normalizer.mean.to(torch.float32)
         obs_std = torch.sqrt(normalizer.var + normalizer.epsilon).to(torch.float32)
+        if policy.actor_index is not None:  # the export reads only the actor's groups, in the actor's order
+            obs_mean, obs_std = obs_mean[policy.actor_index], obs_std[policy.actor_index]
         # Exports live on the CPU; a controller moves the loaded module wherever it wants.
         actor = copy.deepcopy(policy.actor_mean).to("cpu", torch.float32).eval()
         for parameter in actor.parameters():

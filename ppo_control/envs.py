@@ -28,6 +28,7 @@ from gymnasium.wrappers import TimeLimit
 from omegaconf import OmegaConf
 
 from ppo_control.errors import EnvWorkerError, UserError
+from ppo_control.observations import POLICY, PRIVILEGED, DictGroups, Groups, PrivilegedObservation, observation_groups
 from ppo_control.randomization import DomainRandomization, Randomization
 
 # Gymnasium's half_cheetah.xml uses `settotalmass`, deprecated in MuJoCo 4: MuJoCo's default
@@ -53,6 +54,11 @@ class EnvInfo:
     action_low: np.ndarray
     action_high: np.ndarray
     max_episode_steps: int | None
+    groups: Groups = ()  # (name, size) of the observation groups, in layout order; () = one group, `policy`
+
+    def __post_init__(self):
+        if not self.groups:
+            object.__setattr__(self, "groups", ((POLICY, self.obs_dim),))
 
 
 @dataclass
@@ -86,6 +92,10 @@ class ResumableEnv(gym.Wrapper):
     """Exposes a sub-env's complete state as `sim_state`, so a resumed run continues its episodes
     exactly: MuJoCo's full integration state (mj_getState), the time-limit counter and the env RNG.
     Envs that are not MuJoCo envs report None (their episodes restart on resume)."""
+
+    @property
+    def observation_groups(self) -> Groups:
+        return observation_groups(self)
 
     @property
     def sim_state(self) -> dict[str, Any] | None:
@@ -137,9 +147,12 @@ def make_env_factory(
     max_episode_steps: int | None = None,
     render_mode: str | None = None,
     randomization: Randomization | None = None,
+    privileged: bool = False,
 ) -> Callable[[], gym.Env]:
-    """A zero-argument constructor for one env: `env_id` is a registered id or `package.module:EnvClass`;
-    with `randomization`, wrapped in DomainRandomization (inside the state-capturing wrapper)."""
+    """A zero-argument constructor for one env: `env_id` is a registered id or `package.module:EnvClass`.
+    Wrapped, inside the state-capturing wrapper: with `randomization`, in DomainRandomization; a Dict
+    observation flattened into groups; with `privileged`, the privileged group appended (unless the
+    env's Dict already has one)."""
     kwargs = dict(kwargs or {})
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
@@ -149,9 +162,18 @@ def make_env_factory(
     else:
         limit = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
         make = lambda: gym.make(env_id, **limit, **kwargs)  # noqa: E731
-    if randomization is None:
-        return lambda: ResumableEnv(make())
-    return lambda: ResumableEnv(DomainRandomization(make(), randomization))
+
+    def build() -> gym.Env:
+        env = make()
+        if randomization is not None:
+            env = DomainRandomization(env, randomization)
+        if isinstance(env.observation_space, gym.spaces.Dict):
+            env = DictGroups(env)
+        if privileged and PRIVILEGED not in dict(observation_groups(env)):
+            env = PrivilegedObservation(env)
+        return ResumableEnv(env)
+
+    return build
 
 
 def check_env_id(env_id: str) -> None:
@@ -173,7 +195,7 @@ def check_env_id(env_id: str) -> None:
         ) from None
 
 
-def _env_info(envs, max_episode_steps: int | None) -> EnvInfo:
+def _env_info(envs, max_episode_steps: int | None, groups: Groups = ()) -> EnvInfo:
     """Spaces of a vector env as EnvInfo; anything but Box observations and actions is refused."""
     obs_space, act_space = envs.single_observation_space, envs.single_action_space
     if not isinstance(obs_space, gym.spaces.Box) or not isinstance(act_space, gym.spaces.Box):
@@ -185,6 +207,7 @@ def _env_info(envs, max_episode_steps: int | None) -> EnvInfo:
         action_low=act_space.low.astype(np.float32).reshape(-1),
         action_high=act_space.high.astype(np.float32).reshape(-1),
         max_episode_steps=max_episode_steps,
+        groups=groups,
     )
 
 
@@ -204,7 +227,8 @@ class GymnasiumVecEnv:
             raise UserError(f"cannot create the environment: {type(exc).__name__}: {exc}") from None
         self.num_envs = num_envs
         spec = self.envs.envs[0].spec if isinstance(self.envs, SyncVectorEnv) else None
-        self.info = _env_info(self.envs, spec.max_episode_steps if spec is not None else None)
+        groups = tuple(tuple(group) for group in self.envs.get_attr("observation_groups")[0])
+        self.info = _env_info(self.envs, spec.max_episode_steps if spec is not None else None, groups)
         self._episodes = _EpisodeTracker(num_envs)
 
     def reset(self, seed: int) -> np.ndarray:
@@ -398,6 +422,7 @@ def make_vec_env(
     render_mode: str | None = None,
     backend: str | None = None,
     randomization: Randomization | None = None,
+    privileged: bool = False,
 ) -> VecEnv:
     """Build the configured vector env (`env_cfg` is the `env` section of the run config).
 
@@ -412,10 +437,11 @@ def make_vec_env(
     backend = backend or env_cfg.backend
     if backend == "envpool" and render_mode is None:
         reason = "randomize.* needs per-sub-env MuJoCo models, which envpool does not expose" if randomization else None
+        reason = reason or ("the privileged observation group reads MuJoCo's state, which envpool does not expose" if privileged else None)
         reason = reason or envpool_unavailable_reason(env_id, kwargs)
         if reason is None:
             threads = env_cfg.num_threads or usable_cores()
             return EnvpoolVecEnv(env_id, n, min(threads, n), kwargs, env_cfg.max_episode_steps)
         print(f"env.backend=envpool: {reason}; using the gymnasium backend instead", file=sys.stderr, flush=True)
-    factory = make_env_factory(env_id, kwargs, env_cfg.max_episode_steps, render_mode, randomization)
+    factory = make_env_factory(env_id, kwargs, env_cfg.max_episode_steps, render_mode, randomization, privileged)
     return GymnasiumVecEnv(factory, n, env_cfg.vectorization)

@@ -19,10 +19,12 @@ def eval_randomization(cfg) -> Randomization | None:
     return Randomization.from_config(cfg.randomize) if cfg.eval.randomize else None
 
 
-def make_eval_envs(env_cfg, episodes: int, randomization: Randomization | None = None) -> VecEnv:
+def make_eval_envs(env_cfg, episodes: int, randomization: Randomization | None = None, privileged: bool = False) -> VecEnv:
     """The evaluation env layout, shared by training-time and `evaluate` runs so their numbers agree.
-    Always Gymnasium, whatever backend trained the policy: the reference implementation of the task."""
-    return make_vec_env(env_cfg, num_envs=min(episodes, MAX_EVAL_ENVS), backend="gymnasium", randomization=randomization)
+    Always Gymnasium, whatever backend trained the policy: the reference implementation of the task.
+    `privileged`: the observation carries the privileged group, as in training (the actor ignores it)."""
+    n = min(episodes, MAX_EVAL_ENVS)
+    return make_vec_env(env_cfg, num_envs=n, backend="gymnasium", randomization=randomization, privileged=privileged)
 
 
 def evaluate_policy(

@@ -75,13 +75,13 @@ def build_metadata(loaded, fmt: str) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     from ppo_control import __version__
-    from ppo_control.contract import controller_contract
+    from ppo_control.contract import actor_groups, controller_contract
     from ppo_control.deploy import EXPORT_FORMAT_VERSION
 
     cfg = loaded.cfg
     return {
         # the controller's contract: control period, actuator names, observation groups (element names where proven)
-        **controller_contract(cfg.env),
+        **controller_contract(cfg.env, actor_groups(loaded.env_info.groups, list(cfg.policy.actor_obs))),
         "format": fmt,
         "format_version": EXPORT_FORMAT_VERSION,
         "task": str(cfg.task),
@@ -161,9 +161,11 @@ def export_policy(args: DictConfig) -> ExportResult:
     check_out_path(out, args.overwrite)
 
     module = deploy.DeployedPolicy.from_actor_critic(loaded.policy, build_metadata(loaded, args.format))
-    obs = probe_observations(loaded.policy)
+    full_obs = probe_observations(loaded.policy)
     with torch.inference_mode():
-        expected = loaded.policy.deterministic_action(obs)
+        expected = loaded.policy.deterministic_action(full_obs)
+    actor_index = loaded.policy.actor_index
+    obs = full_obs if actor_index is None else full_obs[:, actor_index]  # what the export is fed: the actor's groups
     max_diff: list[float] = []
 
     def check(tmp: Path) -> None:  # runs on the temp file, before it replaces anything

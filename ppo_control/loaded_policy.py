@@ -71,14 +71,20 @@ def _from_run(run_dir: Path, checkpoint: str | None) -> Policy:
     from ppo_control.runs import load_run
 
     loaded = load_run(run_dir, checkpoint)
-    policy = loaded.policy
+    policy, index = loaded.policy, loaded.policy.actor_index
+    obs_dim = loaded.env_info.obs_dim if index is None else len(index)  # like an export: the actor's groups only
 
     def act(obs: np.ndarray) -> np.ndarray:
+        obs_t = torch.from_numpy(obs)
+        if index is not None:  # place them in the full layout; the actor reads nothing else
+            full = torch.zeros(*obs_t.shape[:-1], loaded.env_info.obs_dim)
+            full[..., index] = obs_t
+            obs_t = full
         with torch.inference_mode():
-            return policy.deterministic_action(torch.from_numpy(obs)).numpy()
+            return policy.deterministic_action(obs_t).numpy()
 
     metadata = {"task": str(loaded.cfg.task), "env_id": str(loaded.cfg.env.id), "step": int(loaded.state["step"])}
-    return Policy(act, loaded.env_info.obs_dim, loaded.env_info.action_dim, loaded.checkpoint_path, metadata)
+    return Policy(act, obs_dim, loaded.env_info.action_dim, loaded.checkpoint_path, metadata)
 
 
 def _from_torchscript(path: Path) -> Policy:

@@ -49,12 +49,21 @@ class ActorCritic(nn.Module):
         log_std_init: float = 0.0,
         normalize_obs: bool = True,
         obs_clip: float = 10.0,
+        actor_index: list[int] | None = None,
+        critic_index: list[int] | None = None,
     ):
         super().__init__()
         self.normalize_obs = normalize_obs
+        # One running mean/std per observation element, so each group's statistics are its own.
         self.obs_normalizer = RunningMeanStd(shape=(obs_dim,), clip=obs_clip)
-        self.actor_mean = mlp(obs_dim, list(hidden_sizes), action_dim, activation, head_gain=0.01)
-        self.critic = mlp(obs_dim, list(hidden_sizes), 1, activation, head_gain=1.0)
+        # Which elements of the (normalized) observation each network reads; None = all, as they are.
+        # Derived from the config, so not saved in checkpoints (persistent=False).
+        for name, index in (("actor_index", actor_index), ("critic_index", critic_index)):
+            self.register_buffer(name, None if index is None else torch.as_tensor(index, dtype=torch.long), persistent=False)
+        actor_in = obs_dim if actor_index is None else len(actor_index)
+        critic_in = obs_dim if critic_index is None else len(critic_index)
+        self.actor_mean = mlp(actor_in, list(hidden_sizes), action_dim, activation, head_gain=0.01)
+        self.critic = mlp(critic_in, list(hidden_sizes), 1, activation, head_gain=1.0)
         self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
         self.register_buffer("action_low", torch.as_tensor(action_low, dtype=torch.float32))
         self.register_buffer("action_high", torch.as_tensor(action_high, dtype=torch.float32))
@@ -62,18 +71,24 @@ class ActorCritic(nn.Module):
     def normalize(self, obs: torch.Tensor) -> torch.Tensor:
         return self.obs_normalizer(obs) if self.normalize_obs else obs
 
+    def actor_input(self, norm_obs: torch.Tensor) -> torch.Tensor:
+        return norm_obs if self.actor_index is None else norm_obs.index_select(-1, self.actor_index)
+
+    def critic_input(self, norm_obs: torch.Tensor) -> torch.Tensor:
+        return norm_obs if self.critic_index is None else norm_obs.index_select(-1, self.critic_index)
+
     def distribution(self, norm_obs: torch.Tensor) -> Normal:
-        mean = self.actor_mean(norm_obs)
+        mean = self.actor_mean(self.actor_input(norm_obs))
         return Normal(mean, self.log_std.exp().expand_as(mean), validate_args=False)  # checks cost ~20% of an update
 
     def value(self, norm_obs: torch.Tensor) -> torch.Tensor:
-        return self.critic(norm_obs).squeeze(-1)
+        return self.critic(self.critic_input(norm_obs)).squeeze(-1)
 
     def sample_action(self, obs: torch.Tensor) -> torch.Tensor:
         """One rollout step: a sampled (unclipped) action for raw observations. The cheapest path
         (actor only): log-probs and values of the whole rollout are computed afterwards in one
         batched `evaluate_actions`, as the policy does not change during a rollout."""
-        mean = self.actor_mean(self.normalize(obs))
+        mean = self.actor_mean(self.actor_input(self.normalize(obs)))
         return mean + self.log_std.exp() * torch.randn_like(mean)
 
     def evaluate_actions(self, norm_obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -81,7 +96,7 @@ class ActorCritic(nn.Module):
 
         The diagonal Gaussian written out (what torch.distributions.Normal computes, in fewer ops:
         this runs once per minibatch). Its entropy does not depend on the observation."""
-        mean = self.actor_mean(norm_obs)
+        mean = self.actor_mean(self.actor_input(norm_obs))
         z = (actions - mean) * torch.exp(-self.log_std)
         log_prob = -0.5 * z.pow(2).sum(-1) - (self.log_std.sum() + 0.5 * LOG_2PI * self.log_std.numel())
         entropy = (self.log_std.sum() + (0.5 + 0.5 * LOG_2PI) * self.log_std.numel()).expand(mean.shape[0])
@@ -89,5 +104,5 @@ class ActorCritic(nn.Module):
 
     def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
         """The mean action, clipped to the action bounds: what evaluation and deployment run."""
-        mean = self.actor_mean(self.normalize(obs))
+        mean = self.actor_mean(self.actor_input(self.normalize(obs)))
         return torch.maximum(torch.minimum(mean, self.action_high), self.action_low)

@@ -140,6 +140,8 @@ class DomainRandomization(gym.Wrapper):
         }
         for key, (low, high) in self.settings.physics_ranges().items():
             self.scales[key] = self._rng.uniform(low, high, size=sizes[key])
+        if "body_mass" in self.scales:
+            self.scales["body_mass"][0] = 1.0  # the world body is not part of the robot
         self._apply_scales()
         low, high = self.settings.action_delay or (0, 0)
         self._delay = int(self._rng.integers(low, high + 1))
@@ -172,8 +174,11 @@ class DomainRandomization(gym.Wrapper):
             self._data.qvel[dofs[0]] += size * self._rng.choice([-1.0, 1.0])
 
     def _noisy(self, obs):
+        """Sensor noise on what the policy reads: the whole Box observation, or a Dict's `policy` group."""
         if self.settings.obs_noise <= 0:
             return obs
+        if isinstance(obs, dict):
+            return {**obs, "policy": self._noisy(obs["policy"])}
         return obs + self._rng.normal(0.0, self.settings.obs_noise, size=np.shape(obs)).astype(np.asarray(obs).dtype)
 
     # --- state for checkpoints ------------------------------------------------------------------

@@ -61,6 +61,7 @@ def evaluate_grid(run: str | Path, **arguments: Any) -> tuple[Path, list[Cell]]:
     args = parse_command_args(RobustnessArgs, {"run": str(run), **arguments}, "robustness")
     check_args(args)
     from ppo_control.evaluation import EVAL_SEED_OFFSET, evaluate_policy, make_eval_envs  # heavy imports after parsing
+    from ppo_control.observations import needs_privileged
     from ppo_control.randomization import Randomization
     from ppo_control.runs import load_run
 
@@ -69,7 +70,7 @@ def evaluate_grid(run: str | Path, **arguments: Any) -> tuple[Path, list[Cell]]:
     cells = []
     for mass, friction, delay in grid_cells(args):
         perturbation = Randomization(body_mass=(mass, mass), friction=(friction, friction), action_delay=(delay, delay))
-        envs = make_eval_envs(loaded.cfg.env, args.episodes, perturbation)
+        envs = make_eval_envs(loaded.cfg.env, args.episodes, perturbation, needs_privileged(loaded.cfg.policy))
         try:
             returns, lengths = evaluate_policy(loaded.policy, envs, args.episodes, seed)
         finally:

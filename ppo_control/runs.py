@@ -26,6 +26,7 @@ from ppo_control.config import saved_run_config
 from ppo_control.envs import EnvInfo
 from ppo_control.errors import UserError
 from ppo_control.metrics import METRICS_FILE
+from ppo_control.observations import group_index
 from ppo_control.policy import ActorCritic
 
 CONFIG_FILE = "config.yaml"
@@ -131,6 +132,7 @@ class RunDirectory:
 
 
 def build_policy(cfg: DictConfig, info: EnvInfo) -> ActorCritic:
+    """The run's policy for `info`'s observation layout (UserError for a group the task lacks)."""
     return ActorCritic(
         obs_dim=info.obs_dim,
         action_dim=info.action_dim,
@@ -141,6 +143,8 @@ def build_policy(cfg: DictConfig, info: EnvInfo) -> ActorCritic:
         log_std_init=cfg.policy.log_std_init,
         normalize_obs=cfg.normalize.obs,
         obs_clip=cfg.normalize.obs_clip,
+        actor_index=group_index(info.groups, list(cfg.policy.actor_obs), "policy.actor_obs"),
+        critic_index=group_index(info.groups, list(cfg.policy.critic_obs), "policy.critic_obs"),
     )
 
 
@@ -151,6 +155,7 @@ def env_info_to_dict(info: EnvInfo) -> dict[str, Any]:
         "action_low": info.action_low.tolist(),
         "action_high": info.action_high.tolist(),
         "max_episode_steps": info.max_episode_steps,
+        "groups": [[name, size] for name, size in info.groups],
     }
 
 
@@ -161,6 +166,7 @@ def env_info_from_dict(data: dict[str, Any]) -> EnvInfo:
         action_low=np.asarray(data["action_low"], dtype=np.float32),
         action_high=np.asarray(data["action_high"], dtype=np.float32),
         max_episode_steps=data["max_episode_steps"],
+        groups=tuple((str(name), int(size)) for name, size in data.get("groups", ())),  # older runs: one group
     )
 
 

@@ -25,6 +25,7 @@ from ppo_control.envs import make_vec_env, usable_cores
 from ppo_control.errors import NonFiniteError, UserError
 from ppo_control.evaluation import EVAL_SEED_OFFSET, eval_randomization, evaluate_policy, make_eval_envs
 from ppo_control.metrics import MetricsLogger, NullLogger
+from ppo_control.observations import needs_privileged
 from ppo_control.ppo import PPOLearner, explained_variance, prepare_batch
 from ppo_control.randomization import Randomization
 from ppo_control.run_state import Progress
@@ -138,7 +139,7 @@ class Trainer:
         self.generator = torch.Generator().manual_seed(cfg.seed + self.dist.rank)  # minibatch shuffling
         self.env_seed = cfg.seed + self.dist.rank * cfg.env.n_envs  # sub-env i of rank r: seed + r*n_envs + i
 
-        self.envs = make_vec_env(cfg.env, randomization=Randomization.from_config(cfg.randomize))
+        self.envs = make_vec_env(cfg.env, randomization=Randomization.from_config(cfg.randomize), privileged=needs_privileged(cfg.policy))
         self.info = self.envs.info
         # One thread while initializing: the orthogonal init's QR rounds differently with more, and a
         # seed should give the same weights on any machine and any torch_threads.
@@ -296,7 +297,7 @@ class Trainer:
         """Evaluate the deterministic policy on the run's own evaluation seeds (and record videos)."""
         cfg = self.cfg
         if self.eval_envs is None:
-            self.eval_envs = make_eval_envs(cfg.env, cfg.eval.episodes, self.eval_randomization)
+            self.eval_envs = make_eval_envs(cfg.env, cfg.eval.episodes, self.eval_randomization, needs_privileged(cfg.policy))
         seed = cfg.seed + EVAL_SEED_OFFSET
         returns, lengths = evaluate_policy(self.policy, self.eval_envs, cfg.eval.episodes, seed, self.device)
         result: dict[str, Any] = {

@@ -28,6 +28,7 @@ from PIL import Image, ImageDraw, ImageFont
 from ppo_control.checkpoint import atomic_write
 from ppo_control.envs import make_env_factory
 from ppo_control.errors import UserError
+from ppo_control.observations import needs_privileged
 from ppo_control.policy import ActorCritic
 from ppo_control.randomization import Randomization
 
@@ -218,11 +219,13 @@ def _is_mujoco(env: gym.Env) -> bool:
     return isinstance(model, mujoco.MjModel) and isinstance(data, mujoco.MjData)
 
 
-def make_render_env(env_cfg, width: int, height: int, randomization: Randomization | None = None) -> tuple[gym.Env, Frames]:
+def make_render_env(
+    env_cfg, width: int, height: int, randomization: Randomization | None = None, privileged: bool = False
+) -> tuple[gym.Env, Frames]:
     """The env to record, built as evaluation builds it, and its frame source: our MuJoCo renderer
     (falling back from EGL to OSMesa once), or Gymnasium's rgb_array rendering for other envs."""
     kwargs = OmegaConf.to_container(env_cfg.kwargs) if env_cfg.kwargs else {}
-    env = make_env_factory(str(env_cfg.id), kwargs, env_cfg.max_episode_steps, randomization=randomization)()
+    env = make_env_factory(str(env_cfg.id), kwargs, env_cfg.max_episode_steps, randomization=randomization, privileged=privileged)()
     env.reset(seed=0)
     if not _is_mujoco(env):
         env.close()
@@ -336,6 +339,7 @@ def record_videos(
     device: torch.device | str = "cpu",
     overlay: bool = True,
     randomization: Randomization | None = None,
+    privileged: bool = False,
 ) -> list[Path]:
     """Record `episodes` episodes of the deterministic policy; returns the mp4 paths.
 
@@ -347,7 +351,7 @@ def record_videos(
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create video directory '{directory}': {exc.strerror}") from None
-    env, frames = make_render_env(env_cfg, width, height, randomization)
+    env, frames = make_render_env(env_cfg, width, height, randomization, privileged)
     fps = fps or int(round(env.metadata.get("render_fps", 30)))
     paths = []
     try:
@@ -390,5 +394,6 @@ def record_run_videos(
         device,
         ev.video_overlay,
         randomization,
+        needs_privileged(cfg.policy),
     )
     return [str(path) for path in paths]

@@ -24,6 +24,13 @@ TINY = [
 ]
 
 
+def tiny_overrides() -> dict:
+    """TINY as the Python API takes it: dotted keys with Python values."""
+    from omegaconf import OmegaConf
+
+    return {o.split("=")[0]: OmegaConf.select(OmegaConf.from_dotlist([o]), o.split("=")[0]) for o in TINY}
+
+
 def run_module(module: str, *args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run `python -m <module> args...` as a user would."""
     return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout)

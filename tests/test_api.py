@@ -3,14 +3,7 @@
 import numpy as np
 import pytest
 
-from conftest import ROOT, TINY, run_module
-
-
-def tiny_overrides() -> dict:
-    """conftest's TINY settings as the API's Python values (dotted keys)."""
-    from omegaconf import OmegaConf
-
-    return {key: OmegaConf.select(OmegaConf.from_dotlist([override]), key) for override in TINY for key in [override.split("=")[0]]}
+from conftest import ROOT, run_module, tiny_overrides
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import TINY, run_module
+from conftest import TINY, run_module, tiny_overrides
 from ppo_control.config import ConfigError, compose, compose_resume
 from ppo_control.envs import make_env_factory, make_vec_env
 from ppo_control.errors import UserError
@@ -182,8 +182,7 @@ def randomized_run(tmp_path_factory):
     from ppo_control.api import train
 
     run_dir = tmp_path_factory.mktemp("rnd") / "run"
-    overrides = {key: OmegaConf.select(OmegaConf.from_dotlist([o]), key) for o in TINY for key in [o.split("=")[0]]}
-    train("Hopper", total_steps=256, run_dir=str(run_dir), randomize={"body_mass": [0.5, 0.5]}, **overrides)
+    train("Hopper", total_steps=256, run_dir=str(run_dir), randomize={"body_mass": [0.5, 0.5]}, **tiny_overrides())
     return run_dir
 
 

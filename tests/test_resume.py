@@ -50,6 +50,7 @@ RANDOMIZED = [
     "randomize.action_delay=[0,2]",
     "randomize.push_velocity=0.5",
     "randomize.push_interval=7",
+    "policy.critic_obs=[policy,privileged]",  # the asymmetric critic reads the randomized parameters too
 ]
 
 
