@@ -206,15 +206,18 @@ class Trainer:
                     final = self.evaluate()  # the last update always gets one
                     row.update(final)
                 next_eval = self._next_multiple(cfg.eval.every_steps)
-            self.logger.log(row)  # before any checkpoint of this step, so a resume finds its row
-            self.logger.progress(row, progress.update, force=finished)
-
             periodic = next_checkpoint is not None and progress.step >= next_checkpoint
             if periodic:
                 next_checkpoint = self._next_multiple(cfg.checkpoint.every_steps)
             stopping, save_due = self._decide_together(max_updates is not None and updates_this_call >= max_updates)
-            if periodic or finished or stopping or save_due:
-                self.save_checkpoint(periodic=periodic)
+            saving = periodic or finished or stopping or save_due
+            # The state is captured before the row is logged (capturing reads the envs, which can fail:
+            # then neither is recorded), and written after it, so a resume finds its row.
+            state = self.checkpoint_state() if saving else None
+            self.logger.log(row)
+            self.logger.progress(row, progress.update, force=finished)
+            if saving:
+                self.save_checkpoint(periodic=periodic, state=state)
             if stopping and not finished:
                 self._say(f"stopped at step {progress.step:,}; checkpoint saved. Resume with:\n  {self._resume_command()}")
                 return final
@@ -317,8 +320,10 @@ class Trainer:
         own = run_state.rank_state(self.generator, self.collector)
         return run_state.capture(self.cfg, self.policy, self.optimizer, self.progress, self.info, self.dist, own)
 
-    def save_checkpoint(self, periodic: bool = False) -> None:
-        state = self.checkpoint_state()  # collective: every rank takes part
+    def save_checkpoint(self, periodic: bool = False, state: dict[str, Any] | None = None) -> None:
+        """Write `state` (default: captured now, a collective every rank takes part in) as last.pt,
+        and as a periodic checkpoint with `periodic`."""
+        state = self.checkpoint_state() if state is None else state
         if self.dist.is_main:
             self.run.save_checkpoint(state, self.progress.step, periodic, self.cfg.checkpoint.keep)
         self._last_saved = time.monotonic()
