@@ -28,7 +28,7 @@ from gymnasium.wrappers import TimeLimit
 from omegaconf import OmegaConf
 
 from ppo_control.errors import EnvWorkerError, UserError
-from ppo_control.observations import POLICY, PRIVILEGED, DictGroups, Groups, PrivilegedObservation, observation_groups
+from ppo_control.observations import POLICY, PRIVILEGED, DictGroups, Groups, PrivilegedObservation, find_wrapper, observation_groups
 from ppo_control.randomization import DomainRandomization, Randomization
 
 # Gymnasium's half_cheetah.xml uses `settotalmass`, deprecated in MuJoCo 4: MuJoCo's default
@@ -102,8 +102,8 @@ class ResumableEnv(gym.Wrapper):
         base = self.env.unwrapped
         if not isinstance(base, MujocoEnv):
             return None
-        time_limit = self._wrapper(TimeLimit)
-        randomization = self._wrapper(DomainRandomization)
+        time_limit = find_wrapper(self.env, TimeLimit)
+        randomization = find_wrapper(self.env, DomainRandomization)
         return {
             "randomization": None if randomization is None else randomization.get_randomization_state(),
             # Every array of mjData: the integration state and also the derived quantities (body
@@ -117,7 +117,7 @@ class ResumableEnv(gym.Wrapper):
     @sim_state.setter
     def sim_state(self, state: dict[str, Any]) -> None:
         base = self.env.unwrapped
-        randomization = self._wrapper(DomainRandomization)
+        randomization = find_wrapper(self.env, DomainRandomization)
         if randomization is not None:  # the model's randomized parameters first, then the data computed with them
             randomization.set_randomization_state(state["randomization"])
         arrays = _mjdata_arrays(base.data)
@@ -126,19 +126,10 @@ class ResumableEnv(gym.Wrapper):
             if target is not None and target.shape == saved.shape:
                 np.copyto(target, saved)
         base.data.time = state["time"]
-        time_limit = self._wrapper(TimeLimit)
+        time_limit = find_wrapper(self.env, TimeLimit)
         if time_limit is not None:
             time_limit._elapsed_steps = state["elapsed_steps"]
         base.np_random.bit_generator.state = state["rng"]
-
-    def _wrapper(self, kind: type) -> Any:
-        """The first wrapper of type `kind` below this one, or None."""
-        env = self.env
-        while isinstance(env, gym.Wrapper):
-            if isinstance(env, kind):
-                return env
-            env = env.env
-        return None
 
 
 def make_env_factory(

@@ -22,7 +22,8 @@ POLICY, PRIVILEGED = "policy", "privileged"
 Groups = tuple[tuple[str, int], ...]  # (name, size) in layout order
 
 
-def _find(env: gym.Env, kind: type) -> gym.Env | None:
+def find_wrapper(env: gym.Env, kind: type) -> gym.Env | None:
+    """The first wrapper of type `kind` in `env`'s chain, `env` itself included, or None."""
     while isinstance(env, gym.Wrapper):
         if isinstance(env, kind):
             return env
@@ -42,7 +43,7 @@ class PrivilegedObservation(gym.ObservationWrapper):
         if not hasattr(base, "model") or not isinstance(env.observation_space, gym.spaces.Box):
             raise UserError(f"the task has no '{PRIVILEGED}' observation group (it needs a MuJoCo env with a Box observation)")
         self._model, self._data = base.model, base.data
-        self._randomization = _find(env, DomainRandomization)
+        self._randomization = find_wrapper(env, DomainRandomization)
         model = self._model
         self._scale_sizes = {"body_mass": model.nbody, "friction": model.ngeom, "joint_damping": model.nv, "actuator_gain": model.nu}
         self.policy_size = int(np.prod(env.observation_space.shape))
@@ -77,12 +78,12 @@ class DictGroups(gym.ObservationWrapper):
 
 def observation_groups(env: gym.Env) -> Groups:
     """The group layout of an env built by `envs.make_env_factory`."""
-    privileged = _find(env, PrivilegedObservation)
+    privileged = find_wrapper(env, PrivilegedObservation)
     if privileged is not None:
-        inner = _find(env, DictGroups)
+        inner = find_wrapper(env, DictGroups)
         head = inner.groups if inner is not None else ((POLICY, privileged.policy_size),)
         return (*head, (PRIVILEGED, privileged.privileged_size))
-    flattened = _find(env, DictGroups)
+    flattened = find_wrapper(env, DictGroups)
     if flattened is not None:
         return flattened.groups
     return ((POLICY, int(np.prod(env.observation_space.shape))),)

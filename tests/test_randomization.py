@@ -9,17 +9,12 @@ from ppo_control.config import ConfigError, compose, compose_resume
 from ppo_control.envs import make_env_factory, make_vec_env
 from ppo_control.errors import UserError
 from ppo_control.evaluation import eval_randomization, make_eval_envs
+from ppo_control.observations import find_wrapper
 from ppo_control.randomization import DomainRandomization, Randomization
 
 
 def make_env(env_id="Hopper-v5", **settings):
     return make_env_factory(env_id, randomization=Randomization(**settings) if settings else None)()
-
-
-def randomizer(env) -> DomainRandomization:
-    while not isinstance(env, DomainRandomization):
-        env = env.env
-    return env
 
 
 def test_fixed_scales_multiply_the_nominal_model_exactly():
@@ -43,7 +38,7 @@ def test_scales_are_drawn_per_episode_per_element_and_reproducible_from_the_seed
         out = []
         for k in range(episodes):
             env.reset(seed=seed if k == 0 else None)  # later episodes: autoreset without a seed
-            out.append({key: value.copy() for key, value in randomizer(env).scales.items()})
+            out.append({key: value.copy() for key, value in find_wrapper(env, DomainRandomization).scales.items()})
         return out
 
     a, b, c = draws(3), draws(3), draws(4)
