@@ -11,7 +11,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -165,10 +164,6 @@ class Trainer:
         self.logger = MetricsLogger(self.run.path, cfg, self.run.name, start_step=start) if self.dist.is_main else NullLogger()
         self.stop = StopSignals(self.logger.write)
         self._last_saved = time.monotonic()
-
-    @property
-    def run_dir(self) -> Path:
-        return self.run.path
 
     @property
     def optimizer(self) -> torch.optim.Optimizer:
