@@ -1,8 +1,9 @@
 """The rollout collector: drives the vector env with the policy and hands back one rollout.
 
-It owns what lives between updates on the data path: the envs' current observations, the reward
-scaler (its running return follows the envs' episodes) and the preallocated storage. It knows
-nothing of files, ranks or the optimizer; the trainer calls `collect()` once per update.
+It owns what lives between updates on the data path: the envs' current observations (stacked
+with their history when the policy reads past frames), the reward scaler (its running return
+follows the envs' episodes) and the preallocated storage. It knows nothing of files, ranks or the
+optimizer; the trainer calls `collect()` once per update.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch
 from ppo_control.checkpoint import to_numpy, to_tensors
 from ppo_control.envs import StepResult, VecEnv
 from ppo_control.errors import NonFiniteError
+from ppo_control.history import ObservationHistory
 from ppo_control.normalization import RewardScaler
 from ppo_control.policy import ActorCritic
 from ppo_control.storage import RolloutStorage
@@ -59,14 +61,18 @@ class RolloutCollector:
         device: torch.device | str = "cpu",
     ):
         self.envs, self.policy, self.device = envs, policy, torch.device(device)
-        info = envs.info
-        self.storage = RolloutStorage(num_steps, envs.num_envs, info.obs_dim, info.action_dim, self.device)
+        self.storage = RolloutStorage(num_steps, envs.num_envs, policy.obs_dim, envs.info.action_dim, self.device)
         self.reward_scaler = RewardScaler(envs.num_envs, gamma, reward_clip, enabled=scale_rewards)
-        self.obs: np.ndarray | None = None
+        self.history = ObservationHistory(policy.history)
+
+    @property
+    def obs(self) -> np.ndarray | None:
+        """The policy's current input per sub-env: the newest observation, stacked with its history."""
+        return self.history.stacked
 
     def reset(self, seed: int) -> None:
         """Start a new episode in every sub-env (sub-env i seeded with seed + i)."""
-        self.obs = self.envs.reset(seed)
+        self.history.reset(self.envs.reset(seed))
 
     def collect(self) -> Rollout:
         """Step the envs for one rollout, storing observations, actions, scaled rewards and episode ends.
@@ -95,14 +101,15 @@ class RolloutCollector:
                     self._store_truncation_values(t, result)
                 rollout.episode_returns.extend(result.episode_returns.tolist())
                 rollout.episode_lengths.extend(result.episode_lengths.tolist())
-                self.obs = result.obs
+                self.history.step(result.obs, result.terminated | result.truncated)
             rollout.last_values = policy.value(policy.normalize(torch.from_numpy(self.obs).to(device)))
         return rollout
 
     def _store_truncation_values(self, t: int, result: StepResult) -> None:
-        """V(final observation) of the sub-envs whose time limit ended their episode at step t."""
+        """V(final observation) of the sub-envs whose time limit ended their episode at step t, read
+        with the history that episode had."""
         index = np.flatnonzero(result.truncated)
-        final_obs = torch.from_numpy(result.final_obs[index]).to(self.device)
+        final_obs = torch.from_numpy(self.history.with_final(result.final_obs, index)).to(self.device)
         values = self.policy.value(self.policy.normalize(final_obs))
         self.storage.truncation_values[t, torch.from_numpy(index).to(self.device)] = values
 
@@ -131,5 +138,5 @@ class RolloutCollector:
         if state.get("env_state") is None:
             return False
         self.envs.set_state(to_numpy(state["env_state"]))
-        self.obs = state["obs"].numpy().copy()
+        self.history.load(state["obs"].numpy().copy())
         return True

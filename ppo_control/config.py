@@ -52,6 +52,8 @@ class PolicyConfig:
     log_std_init: float = MISSING
     actor_obs: List[str] = MISSING
     critic_obs: List[str] = MISSING
+    actor_history: int = MISSING
+    critic_history: int = MISSING
 
 
 @dataclass
@@ -448,6 +450,8 @@ def validate(cfg: DictConfig) -> None:
         require(
             len(names) >= 1 and len(set(names)) == len(names), f"policy.{key}", "a non-empty list of distinct group names, e.g. [policy]"
         )
+    for key in ("actor_history", "critic_history"):
+        require(pol[key] >= 1, f"policy.{key}", ">= 1 (the number of most recent frames read; 1 = the current one only)")
     require(ppo.rollout_steps >= 1, "ppo.rollout_steps", ">= 1")
     require(ppo.epochs >= 1, "ppo.epochs", ">= 1")
     require(ppo.minibatches >= 1, "ppo.minibatches", ">= 1")

@@ -82,9 +82,10 @@ def actor_groups(groups, actor_obs: list[str]) -> list[tuple[str, int]]:
     return [(name, int(sizes[name])) for name in actor_obs]
 
 
-def controller_contract(env_cfg, groups: list[tuple[str, int]] | None = None) -> dict[str, Any]:
+def controller_contract(env_cfg, groups: list[tuple[str, int]] | None = None, history: int = 1) -> dict[str, Any]:
     """The contract of the task in `env_cfg` (the run config's `env` section), from one fresh env;
-    `groups` are the observation groups the controller feeds (default: the `policy` group alone)."""
+    `groups` are the observation groups the controller feeds (default: the `policy` group alone),
+    `history` how many of the most recent observations the policy reads (it keeps them itself)."""
     from omegaconf import OmegaConf
 
     kwargs = OmegaConf.to_container(env_cfg.kwargs) if env_cfg.kwargs else {}
@@ -100,7 +101,7 @@ def controller_contract(env_cfg, groups: list[tuple[str, int]] | None = None) ->
             "action_names": action_names(model) if model is not None else None,
             "observation": {
                 "groups": [{"name": name, "size": size, "element_names": names if name == "policy" else None} for name, size in groups],
-                "history": 1,
+                "history": history,
             },
         }
     finally:

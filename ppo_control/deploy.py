@@ -5,6 +5,13 @@ robot controllers) or ONNX. It holds only what acting needs: the observation nor
 statistics (float32 buffers), a copy of the actor MLP and the action bounds. No critic, no log-std,
 no ppo_control code: the exported file loads with plain `torch.jit.load` or onnxruntime.
 
+A policy trained with observation history (`policy.actor_history` > 1) is stateful: the
+TorchScript module keeps the previous raw frames itself, and `reset()` (to be called at every
+episode start) clears them, so the next call starts the stack with its frame repeated, as in
+training. The ONNX graph is pure: the previous frames are an explicit input, `history`
+[batch, history - 1, obs_dim], and output, `next_history`, which the caller feeds back; at an
+episode start it passes the first observation repeated.
+
 This module imports only torch and the standard library (onnx lazily), so it can be read, and even
 copied, on its own.
 """
@@ -34,15 +41,17 @@ METADATA_FILE = "metadata.json"  # name of the TorchScript extra file holding th
 ONNX_OPSET = 18
 ONNX_INPUT = "obs"
 ONNX_OUTPUT = "action"
+ONNX_HISTORY_INPUT = "history"  # only for policies with history > 1
+ONNX_HISTORY_OUTPUT = "next_history"
 
 
 class DeployedPolicy(nn.Module):
     """obs [obs_dim] or [batch, obs_dim] (float32, raw) -> action of the same leading shape.
 
-    Computes exactly `ActorCritic.deterministic_action`: normalize the observation with the frozen
-    running statistics ((obs - mean) / sqrt(var + eps), clipped to +-obs_clip; skipped when the run
-    trained without observation normalization), run the actor MLP, clip the mean action to the
-    action bounds.
+    Computes exactly `ActorCritic.deterministic_action`: normalize each observation frame with the
+    frozen running statistics ((obs - mean) / sqrt(var + eps), clipped to +-obs_clip; skipped when
+    the run trained without observation normalization), run the actor MLP on the newest `history`
+    frames, oldest first, clip the mean action to the action bounds.
     """
 
     def __init__(
@@ -55,6 +64,7 @@ class DeployedPolicy(nn.Module):
         action_low: torch.Tensor,
         action_high: torch.Tensor,
         metadata_json: str = "{}",
+        history: int = 1,
     ):
         super().__init__()
         self.actor = actor
@@ -63,8 +73,12 @@ class DeployedPolicy(nn.Module):
         # annotations` TorchScript cannot resolve them; it infers these types from the values.)
         self.obs_dim = int(obs_mean.numel())
         self.action_dim = int(action_low.numel())
+        self.history = int(history)
         self.normalize_obs = bool(normalize_obs)
         self.metadata_json = metadata_json
+        # The previous raw frames [batch, history - 1, obs_dim] (a plain attribute, not a buffer: it
+        # is state, not weights). Batch 0 means "after reset()": the next call fills it.
+        self.previous_frames = torch.zeros(0, max(self.history - 1, 0), self.obs_dim)
         self.register_buffer("obs_mean", obs_mean.detach().to(torch.float32).clone())
         self.register_buffer("obs_std", obs_std.detach().to(torch.float32).clone())
         # A buffer rather than a constant so the weight hash covers it too.
@@ -80,13 +94,22 @@ class DeployedPolicy(nn.Module):
         # The same float64 -> float32 steps as RunningMeanStd.normalize, so results match bit for bit.
         obs_mean = normalizer.mean.to(torch.float32)
         obs_std = torch.sqrt(normalizer.var + normalizer.epsilon).to(torch.float32)
-        if policy.actor_index is not None:  # the export reads only the actor's groups, in the actor's order
-            obs_mean, obs_std = obs_mean[policy.actor_index], obs_std[policy.actor_index]
+        if policy.actor_frame_index is not None:  # the export reads only the actor's groups, in the actor's order
+            obs_mean, obs_std = obs_mean[policy.actor_frame_index], obs_std[policy.actor_frame_index]
         # Exports live on the CPU; a controller moves the loaded module wherever it wants.
         actor = copy.deepcopy(policy.actor_mean).to("cpu", torch.float32).eval()
         for parameter in actor.parameters():
             parameter.requires_grad_(False)
-        module = cls(actor, obs_mean.cpu(), obs_std.cpu(), clip, policy.normalize_obs, policy.action_low.cpu(), policy.action_high.cpu())
+        module = cls(
+            actor,
+            obs_mean.cpu(),
+            obs_std.cpu(),
+            clip,
+            policy.normalize_obs,
+            policy.action_low.cpu(),
+            policy.action_high.cpu(),
+            history=policy.actor_history,
+        )
         module.eval()
         if metadata is not None:
             module.metadata_json = metadata_to_json({**metadata, **module.describe()})
@@ -94,9 +117,34 @@ class DeployedPolicy(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         obs = obs.to(torch.float32)
+        if self.history == 1:
+            return self.act(obs)
+        batch = obs.unsqueeze(0) if obs.dim() == 1 else obs
+        if self.previous_frames.size(0) == 0:  # the first step after reset(): the episode's first frame
+            self.previous_frames = batch.unsqueeze(1).repeat(1, self.history - 1, 1)
+        elif self.previous_frames.size(0) != batch.size(0):
+            raise RuntimeError("the batch size changed within an episode; call reset() first")
+        action, self.previous_frames = self.step(batch, self.previous_frames)
+        return action.squeeze(0) if obs.dim() == 1 else action
+
+    @torch.jit.export
+    def reset(self) -> None:
+        """Start of an episode: forget the previous frames (a no-op without history)."""
+        self.previous_frames = torch.zeros(0, max(self.history - 1, 0), self.obs_dim)
+
+    def step(self, obs: torch.Tensor, previous_frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The pure step of a policy with history: obs [batch, obs_dim] and the previous frames
+        [batch, history - 1, obs_dim] -> (action, the frames to pass next time). The ONNX graph."""
+        frames = torch.cat([previous_frames, obs.unsqueeze(1)], dim=1)
+        return self.act(frames), frames[:, 1:]
+
+    def act(self, frames: torch.Tensor) -> torch.Tensor:
+        """Action for raw frames [..., obs_dim] (history 1) or [batch, history, obs_dim]."""
         if self.normalize_obs:
-            obs = torch.clamp((obs - self.obs_mean) / self.obs_std, -self.obs_clip, self.obs_clip)
-        mean = self.actor(obs)
+            frames = torch.clamp((frames - self.obs_mean) / self.obs_std, -self.obs_clip, self.obs_clip)
+        if self.history > 1:
+            frames = frames.flatten(1)
+        mean = self.actor(frames)
         return torch.maximum(torch.minimum(mean, self.action_high), self.action_low)
 
     def describe(self) -> dict[str, Any]:
@@ -104,6 +152,7 @@ class DeployedPolicy(nn.Module):
         return {
             "obs_dim": self.obs_dim,
             "action_dim": self.action_dim,
+            "history": self.history,
             "action_low": self.action_low.tolist(),
             "action_high": self.action_high.tolist(),
             "normalize_obs": self.normalize_obs,
@@ -168,7 +217,8 @@ def save_onnx(
     Written atomically; `check(temp_path)` may inspect the file and raise before it is put in place.
 
     The graph's input is always 2-D, [batch, obs_dim]: a rank-polymorphic ONNX graph is not worth
-    its complexity, so a single observation is fed as a batch of one.
+    its complexity, so a single observation is fed as a batch of one. With history, the previous
+    frames are a second input and the frames to feed back a second output (see the module docstring).
     """
     import onnx  # optional dependency, checked by the CLI before any work
 
@@ -191,8 +241,16 @@ def to_onnx_proto(module: DeployedPolicy, opset: int = ONNX_OPSET):
     dynamo=False selects the TorchScript-based exporter, which torch >= 2.9 deprecates (it warns on
     every call); the dynamo exporter is the default and handles this small MLP without help.
     """
-    example = torch.zeros(2, module.obs_dim)  # batch 2, not 1: torch.export specializes size-1 dims
     batch = torch.export.Dim("batch", min=1)
+    examples = (torch.zeros(2, module.obs_dim),)  # batch 2, not 1: torch.export specializes size-1 dims
+    inputs, outputs, dynamic = [ONNX_INPUT], [ONNX_OUTPUT], {"obs": {0: batch}}
+    graph: nn.Module = module
+    if module.history > 1:
+        graph = _PureStep(module)
+        examples += (torch.zeros(2, module.history - 1, module.obs_dim),)
+        inputs.append(ONNX_HISTORY_INPUT)
+        outputs.append(ONNX_HISTORY_OUTPUT)
+        dynamic["previous_frames"] = {0: batch}
     onnx_logger = logging.getLogger("torch.onnx")
     level = onnx_logger.level
     onnx_logger.setLevel(logging.ERROR)  # otherwise it logs "torchvision is not installed" warnings
@@ -200,19 +258,30 @@ def to_onnx_proto(module: DeployedPolicy, opset: int = ONNX_OPSET):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch.export's internal deprecation notices: nothing a user can act on
             program = torch.onnx.export(
-                module,
-                (example,),
+                graph,
+                examples,
                 dynamo=True,
                 opset_version=opset,
-                input_names=[ONNX_INPUT],
-                output_names=[ONNX_OUTPUT],
-                dynamic_shapes={"obs": {0: batch}},
+                input_names=inputs,
+                output_names=outputs,
+                dynamic_shapes=dynamic,
                 external_data=False,
                 verbose=False,
             )
     finally:
         onnx_logger.setLevel(level)
     return program.model_proto
+
+
+class _PureStep(nn.Module):
+    """A policy with history as a pure function (obs, previous frames) -> (action, next frames)."""
+
+    def __init__(self, policy: DeployedPolicy):
+        super().__init__()
+        self.policy = policy
+
+    def forward(self, obs: torch.Tensor, previous_frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.policy.step(obs.to(torch.float32), previous_frames.to(torch.float32))
 
 
 def _atomic_write(path: Path, write: Callable[[Path], None], check: Callable[[Path], None] | None = None) -> None:

@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from ppo_control.envs import VecEnv, make_vec_env
+from ppo_control.history import ObservationHistory
 from ppo_control.policy import ActorCritic
 from ppo_control.randomization import Randomization
 
@@ -49,7 +50,8 @@ def evaluate_policy(
     lengths: list[int] = []
     finished = np.zeros(n, dtype=np.int64)
     generator = torch.Generator(device=device).manual_seed(seed)
-    obs = envs.reset(seed)
+    history = ObservationHistory(policy.history)
+    obs = history.reset(envs.reset(seed))
     with torch.inference_mode():
         while (finished < quota).any():
             obs_t = torch.from_numpy(obs).to(device)
@@ -65,5 +67,5 @@ def evaluate_policy(
                     returns.append(float(result.episode_returns[k]))
                     lengths.append(int(result.episode_lengths[k]))
                 finished[i] += 1
-            obs = result.obs
+            obs = history.step(result.obs, result.terminated | result.truncated)
     return np.asarray(returns), np.asarray(lengths)

@@ -24,6 +24,7 @@ from ppo_control.errors import UserError, run_cli
 FORMATS = {"torchscript": "policy.pt", "onnx": "policy.onnx"}
 EXPORT_DIR = "export"
 PROBE_OBSERVATIONS = 256
+PROBE_STEPS = 16  # control steps the probe observations are fed as, for a policy with history
 PARITY_ATOL = 1e-5
 
 
@@ -81,7 +82,7 @@ def build_metadata(loaded, fmt: str) -> dict[str, Any]:
     cfg = loaded.cfg
     return {
         # the controller's contract: control period, actuator names, observation groups (element names where proven)
-        **controller_contract(cfg.env, actor_groups(loaded.env_info.groups, list(cfg.policy.actor_obs))),
+        **controller_contract(cfg.env, actor_groups(loaded.env_info.groups, list(cfg.policy.actor_obs)), int(cfg.policy.actor_history)),
         "format": fmt,
         "format_version": EXPORT_FORMAT_VERSION,
         "task": str(cfg.task),
@@ -94,10 +95,31 @@ def build_metadata(loaded, fmt: str) -> dict[str, Any]:
         "checkpoint": loaded.checkpoint_path.name,
         "hidden_sizes": list(cfg.policy.hidden_sizes),
         "activation": str(cfg.policy.activation),
-        "input": "obs: float32 raw observation, [obs_dim] or [batch, obs_dim] (ONNX: [batch, obs_dim] only)",
-        "output": "action: float32 deterministic action (actor mean) clipped to [action_low, action_high]",
+        **call_convention(fmt, int(cfg.policy.actor_history)),
         "exported_with": f"ppo_control {__version__}, torch {torch.__version__}, python {platform.python_version()}",
     }
+
+
+def call_convention(fmt: str, history: int) -> dict[str, str]:
+    """How a controller calls the exported file: its inputs, outputs and episode starts."""
+    convention = {
+        "input": "obs: float32 raw observation, [obs_dim] or [batch, obs_dim] (ONNX: [batch, obs_dim] only)",
+        "output": "action: float32 deterministic action (actor mean) clipped to [action_low, action_high]",
+        "reset": "nothing to do at an episode start (no state); reset() exists and does nothing",
+    }
+    if history > 1 and fmt == "torchscript":
+        convention["reset"] = (
+            f"stateful: the module keeps the previous {history - 1} observations; call reset() at every episode start "
+            "(the next call then stands for the whole history), and keep one module per robot and a fixed batch size"
+        )
+    elif history > 1:
+        convention["input"] += (
+            f"; history: float32 [batch, {history - 1}, obs_dim], the previous raw observations, oldest first "
+            "(at an episode start: the first observation repeated)"
+        )
+        convention["output"] += "; next_history: the history to pass with the next observation"
+        convention["reset"] = "at an episode start pass history = the first observation repeated"
+    return convention
 
 
 def probe_observations(policy, count: int = PROBE_OBSERVATIONS):
@@ -112,28 +134,94 @@ def probe_observations(policy, count: int = PROBE_OBSERVATIONS):
     return stats.mean.to(torch.float32) + noise * std * scale
 
 
-def verify_file(path: Path, fmt: str, obs, expected) -> float:
-    """Load `path` the way a user would and return the max |difference| from `expected`."""
+def probe_episodes(policy, count: int = PROBE_OBSERVATIONS):
+    """Probe observations as [steps, batch, obs_dim] control steps: one step of the whole batch for
+    a feed-forward policy; for one with history, PROBE_STEPS steps with an episode start at the
+    first and the middle one, so the frames a stateful export keeps (and forgets) are checked too."""
+    steps = 1 if policy.history == 1 else PROBE_STEPS
+    obs = probe_observations(policy, count)
+    return obs.view(count // steps, steps, -1).transpose(0, 1)  # each env's steps span the scales
+
+
+def episode_starts(steps: int) -> set[int]:
+    return {0, steps // 2}
+
+
+def expected_actions(policy, episodes):
+    """What the training policy does on `probe_episodes`' steps: [steps, batch, action_dim]."""
     import numpy as np
     import torch
 
+    from ppo_control.history import ObservationHistory
+
+    history = ObservationHistory(policy.history)
+    starts = episode_starts(len(episodes))
+    actions = []
+    with torch.inference_mode():
+        for k, obs in enumerate(episodes.numpy()):
+            stacked = history.reset(obs) if k in starts else history.step(obs, np.zeros(len(obs), dtype=bool))
+            actions.append(policy.deterministic_action(torch.from_numpy(stacked)))
+    return torch.stack(actions)
+
+
+def run_file(path: Path, fmt: str, episodes):
+    """Load `path` the way a user would and run it over `episodes` [steps, batch, obs_dim] (the
+    actor's groups), resetting at the episode starts: (batched actions [steps, batch, action_dim],
+    actions of sub-env 0 fed one observation at a time [steps, action_dim])."""
+    import numpy as np
+    import torch
+
+    from ppo_control.deploy import ONNX_HISTORY_INPUT, ONNX_INPUT
+
+    starts = episode_starts(len(episodes))
     if fmt == "torchscript":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit is deprecated in torch >= 2.10
             module = torch.jit.load(str(path))
-        with torch.inference_mode():
-            batched = module(obs).numpy()
-            single = module(obs[0]).numpy()
-    else:
-        import onnxruntime
 
-        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        batched = session.run(None, {"obs": obs.numpy()})[0]
-        single = session.run(None, {"obs": obs[:1].numpy()})[0][0]
+        def run(batch_of):
+            actions = []
+            with torch.inference_mode():
+                for k, obs in enumerate(episodes):
+                    if k in starts:
+                        module.reset()
+                    actions.append(module(batch_of(obs)).numpy())
+            return np.stack(actions)
+
+        return run(lambda obs: obs), run(lambda obs: obs[0])
+
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    history = len(session.get_inputs()) > 1
+
+    def run(batch_of):
+        actions, previous = [], None
+        for k, obs in enumerate(episodes.numpy()):
+            feed = {ONNX_INPUT: batch_of(obs)}
+            if history:
+                if k in starts:  # the caller's side of reset(): the first frame, repeated
+                    shape = session.get_inputs()[1].shape
+                    previous = np.repeat(feed[ONNX_INPUT][:, None], shape[1], axis=1)
+                feed[ONNX_HISTORY_INPUT] = previous
+                action, previous = session.run(None, feed)
+            else:
+                action = session.run(None, feed)[0]
+            actions.append(action)
+        return np.stack(actions)
+
+    return run(lambda obs: obs), run(lambda obs: obs[:1])[:, 0]
+
+
+def verify_file(path: Path, fmt: str, episodes, expected) -> float:
+    """Run `path` over the probe episodes and return the max |difference| from `expected`."""
+    import numpy as np
+
+    batched, single = run_file(path, fmt, episodes)
     expected = expected.numpy()
-    if batched.shape != expected.shape or single.shape != expected[0].shape:
+    if batched.shape != expected.shape or single.shape != expected[:, 0].shape:
         raise ExportMismatch(f"exported {fmt} returns shapes {batched.shape} and {single.shape}, expected {expected.shape}")
-    return float(max(np.abs(batched - expected).max(), np.abs(single - expected[0]).max()))
+    return float(max(np.abs(batched - expected).max(), np.abs(single - expected[:, 0]).max()))
 
 
 @dataclass(frozen=True)
@@ -144,14 +232,13 @@ class ExportResult:
     max_diff: float
     metadata_json: str
     obs_dim: int
+    history: int
 
 
 def export_policy(args: DictConfig) -> ExportResult:
     """Write and verify the export that `args` (see `parse_args`) describe."""
     if args.format == "onnx":
         require_onnx_packages()
-
-    import torch
 
     from ppo_control import deploy
     from ppo_control.runs import load_run
@@ -161,11 +248,10 @@ def export_policy(args: DictConfig) -> ExportResult:
     check_out_path(out, args.overwrite)
 
     module = deploy.DeployedPolicy.from_actor_critic(loaded.policy, build_metadata(loaded, args.format))
-    full_obs = probe_observations(loaded.policy)
-    with torch.inference_mode():
-        expected = loaded.policy.deterministic_action(full_obs)
-    actor_index = loaded.policy.actor_index
-    obs = full_obs if actor_index is None else full_obs[:, actor_index]  # what the export is fed: the actor's groups
+    full_obs = probe_episodes(loaded.policy)
+    expected = expected_actions(loaded.policy, full_obs)
+    actor_index = loaded.policy.actor_frame_index
+    obs = full_obs if actor_index is None else full_obs[..., actor_index]  # what the export is fed: the actor's groups
     max_diff: list[float] = []
 
     def check(tmp: Path) -> None:  # runs on the temp file, before it replaces anything
@@ -178,7 +264,8 @@ def export_policy(args: DictConfig) -> ExportResult:
         save(module, out, check=check)
     except OSError as exc:
         raise UserError(f"cannot write '{out}': {exc.strerror or exc}") from None
-    return ExportResult(out, loaded.checkpoint_path, len(obs), max_diff[0], module.metadata_json, module.obs_dim)
+    probes = obs.shape[0] * obs.shape[1]
+    return ExportResult(out, loaded.checkpoint_path, probes, max_diff[0], module.metadata_json, module.obs_dim, module.history)
 
 
 def main(argv: list[str]) -> None:
@@ -187,25 +274,34 @@ def main(argv: list[str]) -> None:
     out = result.path
     print(f"wrote {out} ({args.format}, {out.stat().st_size / 1024:.1f} KiB) from {result.source_checkpoint}")
     print(
-        f"verified: matches the training policy on {result.probe_count} probe observations, single and batched "
+        f"verified: matches the training policy on {result.probe_count} probe observations"
+        f"{f' fed as {PROBE_STEPS} control steps with episode starts' if result.history > 1 else ''}, single and batched "
         f"(max |diff| {result.max_diff:.2g})"
     )
     print("metadata:")
     for key, value in json.loads(result.metadata_json).items():
         print(f"  {key}: {json.dumps(value) if not isinstance(value, str) else value}")
     print("load it:")
-    print(usage_hint(out, args.format, result.obs_dim))
+    print(usage_hint(out, args.format, result.obs_dim, result.history))
 
 
-def usage_hint(out: Path, fmt: str, obs_dim: int) -> str:
+def usage_hint(out: Path, fmt: str, obs_dim: int, history: int = 1) -> str:
     from ppo_control.deploy import METADATA_FILE
 
     if fmt == "torchscript":
         return (
             f"  python: policy = torch.jit.load('{out}')  # needs only torch\n"
-            f"          action = policy(torch.as_tensor(obs, dtype=torch.float32))  # obs: [{obs_dim}] or [batch, {obs_dim}], raw\n"
+            + (f"          policy.reset()  # at every episode start: it keeps the last {history - 1} observations\n" if history > 1 else "")
+            + f"          action = policy(torch.as_tensor(obs, dtype=torch.float32))  # obs: [{obs_dim}] or [batch, {obs_dim}], raw\n"
             f"          extra = {{'{METADATA_FILE}': ''}}; torch.jit.load('{out}', _extra_files=extra)  # fills extra\n"
             f'  C++:    torch::jit::load("{out}") with libtorch; see examples/cpp/README.md'
+        )
+    if history > 1:
+        return (
+            f"  python: session = onnxruntime.InferenceSession('{out}')\n"
+            f"          history = np.repeat(obs[None, None], {history - 1}, axis=1)  # at an episode start: obs [{obs_dim}], float32\n"
+            f"          action, history = session.run(None, {{'obs': obs[None], 'history': history}})  # every step\n"
+            f"          metadata: onnx.load('{out}').metadata_props"
         )
     return (
         f"  python: session = onnxruntime.InferenceSession('{out}')\n"

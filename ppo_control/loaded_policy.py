@@ -13,19 +13,32 @@ import numpy as np
 import torch
 
 from ppo_control.errors import UserError
+from ppo_control.history import ObservationHistory
 
 
 class Policy:
     """The deterministic policy: `policy(obs)` maps a raw observation, [obs_dim] or [batch, obs_dim],
     to the clipped mean action of the same leading shape (float32 numpy).
 
-    `reset()` is to be called at each episode start. These policies keep no state between steps, so
-    it does nothing now; calling it keeps a control loop right for stateful policies too.
+    `reset()` is to be called at each episode start. A policy with observation history (`history`
+    > 1) keeps its previous observations between calls: each call is one control step, and the
+    batch size stays the same within an episode. Without history, reset() does nothing, and
+    calling it keeps a control loop right for either.
     """
 
-    def __init__(self, act: Callable[[np.ndarray], np.ndarray], obs_dim: int, action_dim: int, source: Path, metadata: dict[str, Any]):
+    def __init__(
+        self,
+        act: Callable[[np.ndarray], np.ndarray],
+        obs_dim: int,
+        action_dim: int,
+        source: Path,
+        metadata: dict[str, Any],
+        reset: Callable[[], None] | None = None,
+        history: int = 1,
+    ):
         self._act = act
-        self.obs_dim, self.action_dim = obs_dim, action_dim
+        self._reset = reset
+        self.obs_dim, self.action_dim, self.history = obs_dim, action_dim, history
         self.source = source
         self.metadata = metadata
 
@@ -39,10 +52,12 @@ class Policy:
         return self._act(obs)
 
     def reset(self) -> None:
-        """Start of an episode (no state to clear in a feed-forward policy)."""
+        """Start of an episode: forget the previous observations (nothing to do without history)."""
+        if self._reset is not None:
+            self._reset()
 
     def __repr__(self) -> str:
-        return f"Policy(obs_dim={self.obs_dim}, action_dim={self.action_dim}, source='{self.source}')"
+        return f"Policy(obs_dim={self.obs_dim}, action_dim={self.action_dim}, history={self.history}, source='{self.source}')"
 
 
 def load_policy(path: Path, checkpoint: str | None = None) -> Policy:
@@ -71,20 +86,31 @@ def _from_run(run_dir: Path, checkpoint: str | None) -> Policy:
     from ppo_control.runs import load_run
 
     loaded = load_run(run_dir, checkpoint)
-    policy, index = loaded.policy, loaded.policy.actor_index
+    policy, index = loaded.policy, loaded.policy.actor_frame_index
     obs_dim = loaded.env_info.obs_dim if index is None else len(index)  # like an export: the actor's groups only
+    history = ObservationHistory(policy.history)
 
     def act(obs: np.ndarray) -> np.ndarray:
-        obs_t = torch.from_numpy(obs)
+        frame = obs.reshape(-1, obs_dim)
         if index is not None:  # place them in the full layout; the actor reads nothing else
-            full = torch.zeros(*obs_t.shape[:-1], loaded.env_info.obs_dim)
-            full[..., index] = obs_t
-            obs_t = full
+            full = np.zeros((len(frame), loaded.env_info.obs_dim), dtype=np.float32)
+            full[:, index.numpy()] = frame
+            frame = full
+        if history.stacked is None:
+            stacked = history.reset(frame)
+        elif len(history.stacked) != len(frame):
+            raise UserError(f"the batch size changed from {len(history.stacked)} to {len(frame)} within an episode; call reset() first")
+        else:
+            stacked = history.step(frame, np.zeros(len(frame), dtype=bool))
         with torch.inference_mode():
-            return policy.deterministic_action(obs_t).numpy()
+            action = policy.deterministic_action(torch.from_numpy(stacked)).numpy()
+        return action[0] if obs.ndim == 1 else action
+
+    def reset() -> None:
+        history.stacked = None
 
     metadata = {"task": str(loaded.cfg.task), "env_id": str(loaded.cfg.env.id), "step": int(loaded.state["step"])}
-    return Policy(act, obs_dim, loaded.env_info.action_dim, loaded.checkpoint_path, metadata)
+    return Policy(act, obs_dim, loaded.env_info.action_dim, loaded.checkpoint_path, metadata, reset, policy.actor_history)
 
 
 def _from_torchscript(path: Path) -> Policy:
@@ -97,9 +123,14 @@ def _from_torchscript(path: Path) -> Policy:
 
     def act(obs: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
-            return module(torch.from_numpy(obs)).numpy()
+            try:
+                return module(torch.from_numpy(obs)).numpy()
+            except torch.jit.Error as exc:  # the stateful module's batch-size check
+                raise UserError(f"policy from '{path}': {str(exc).strip().splitlines()[-1].split('Error: ')[-1]}") from None
 
-    return Policy(act, int(module.obs_dim), int(module.action_dim), path, json.loads(extra[METADATA_FILE] or "{}"))
+    history = int(getattr(module, "history", 1))  # exports older than history support have none
+    reset = module.reset if hasattr(module, "reset") else None
+    return Policy(act, int(module.obs_dim), int(module.action_dim), path, json.loads(extra[METADATA_FILE] or "{}"), reset, history)
 
 
 def _from_onnx(path: Path) -> Policy:
@@ -107,14 +138,23 @@ def _from_onnx(path: Path) -> Policy:
         import onnxruntime
     except ImportError:
         raise UserError("loading an ONNX policy needs onnxruntime (pip install onnxruntime)") from None
-    from ppo_control.deploy import METADATA_FILE, ONNX_INPUT
+    from ppo_control.deploy import METADATA_FILE, ONNX_HISTORY_INPUT, ONNX_INPUT
 
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     metadata = json.loads(session.get_modelmeta().custom_metadata_map.get(METADATA_FILE, "{}"))
+    history = int(metadata.get("history", 1))
+    previous: list[np.ndarray] = []  # the frames the graph handed back last step; empty after reset
 
     def act(obs: np.ndarray) -> np.ndarray:
         batch = obs.reshape(-1, obs.shape[-1])  # the graph takes [batch, obs_dim]
-        action = session.run(None, {ONNX_INPUT: batch})[0]
+        if history == 1:
+            action = session.run(None, {ONNX_INPUT: batch})[0]
+        else:
+            if not previous:  # an episode start: the first frame stands for the whole history
+                previous.append(np.repeat(batch[:, None], history - 1, axis=1))
+            elif len(previous[0]) != len(batch):
+                raise UserError(f"the batch size changed from {len(previous[0])} to {len(batch)} within an episode; call reset() first")
+            action, previous[0] = session.run(None, {ONNX_INPUT: batch, ONNX_HISTORY_INPUT: previous[0]})
         return action[0] if obs.ndim == 1 else action
 
-    return Policy(act, int(metadata["obs_dim"]), int(metadata["action_dim"]), path, metadata)
+    return Policy(act, int(metadata["obs_dim"]), int(metadata["action_dim"]), path, metadata, previous.clear, history)

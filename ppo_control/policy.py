@@ -1,4 +1,8 @@
-"""ActorCritic: observation normalizer + Gaussian actor (state-independent log-std) + separate critic."""
+"""ActorCritic: observation normalizer + Gaussian actor (state-independent log-std) + separate critic.
+
+Its input is a stack of the `history` most recent observation frames (history.py), flattened
+oldest first; with history 1 that is the observation itself.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import torch
 from torch import nn
 from torch.distributions import Normal
 
+from ppo_control.history import stacked_index
 from ppo_control.normalization import RunningMeanStd
 
 LOG_2PI = math.log(2 * math.pi)
@@ -51,17 +56,34 @@ class ActorCritic(nn.Module):
         obs_clip: float = 10.0,
         actor_index: list[int] | None = None,
         critic_index: list[int] | None = None,
+        actor_history: int = 1,
+        critic_history: int = 1,
     ):
+        """`obs_dim` is one frame's size; `actor_index`/`critic_index` pick each network's groups
+        from a frame (None = the whole frame), `actor_history`/`critic_history` how many of the most
+        recent frames it reads."""
         super().__init__()
         self.normalize_obs = normalize_obs
-        # One running mean/std per observation element, so each group's statistics are its own.
+        self.frame_dim = obs_dim
+        self.history = max(actor_history, critic_history)  # frames in the stacked input
+        self.obs_dim = self.history * obs_dim  # size of the stacked input
+        self.actor_history, self.critic_history = actor_history, critic_history
+        # One running mean/std per frame element, shared by the frames of a stack: each group's
+        # statistics are its own, and a frame is normalized the same wherever it sits in the stack.
         self.obs_normalizer = RunningMeanStd(shape=(obs_dim,), clip=obs_clip)
-        # Which elements of the (normalized) observation each network reads; None = all, as they are.
-        # Derived from the config, so not saved in checkpoints (persistent=False).
-        for name, index in (("actor_index", actor_index), ("critic_index", critic_index)):
+        # Which elements each network reads: of one frame (`*_frame_index`, what an export slices its
+        # normalizer with) and of the stacked input (`*_index`); None = all, as they are. Derived
+        # from the config, so not saved in checkpoints (persistent=False).
+        indices = {
+            "actor_frame_index": actor_index,
+            "critic_frame_index": critic_index,
+            "actor_index": stacked_index(actor_index, obs_dim, actor_history, self.history),
+            "critic_index": stacked_index(critic_index, obs_dim, critic_history, self.history),
+        }
+        for name, index in indices.items():
             self.register_buffer(name, None if index is None else torch.as_tensor(index, dtype=torch.long), persistent=False)
-        actor_in = obs_dim if actor_index is None else len(actor_index)
-        critic_in = obs_dim if critic_index is None else len(critic_index)
+        actor_in = self.obs_dim if self.actor_index is None else len(self.actor_index)
+        critic_in = self.obs_dim if self.critic_index is None else len(self.critic_index)
         self.actor_mean = mlp(actor_in, list(hidden_sizes), action_dim, activation, head_gain=0.01)
         self.critic = mlp(critic_in, list(hidden_sizes), 1, activation, head_gain=1.0)
         self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
@@ -69,7 +91,16 @@ class ActorCritic(nn.Module):
         self.register_buffer("action_high", torch.as_tensor(action_high, dtype=torch.float32))
 
     def normalize(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.obs_normalizer(obs) if self.normalize_obs else obs
+        """Raw stacked input [..., obs_dim] -> normalized, every frame with the same statistics."""
+        if not self.normalize_obs:
+            return obs
+        if self.history == 1:
+            return self.obs_normalizer(obs)
+        return self.obs_normalizer(obs.unflatten(-1, (self.history, self.frame_dim))).flatten(-2)
+
+    def current_frame(self, obs: torch.Tensor) -> torch.Tensor:
+        """The newest frame [..., frame_dim] of stacked inputs (what the normalizer's statistics track)."""
+        return obs if self.history == 1 else obs[..., -self.frame_dim :]
 
     def actor_input(self, norm_obs: torch.Tensor) -> torch.Tensor:
         return norm_obs if self.actor_index is None else norm_obs.index_select(-1, self.actor_index)

@@ -145,6 +145,8 @@ def build_policy(cfg: DictConfig, info: EnvInfo) -> ActorCritic:
         obs_clip=cfg.normalize.obs_clip,
         actor_index=group_index(info.groups, list(cfg.policy.actor_obs), "policy.actor_obs"),
         critic_index=group_index(info.groups, list(cfg.policy.critic_obs), "policy.critic_obs"),
+        actor_history=int(cfg.policy.actor_history),
+        critic_history=int(cfg.policy.critic_history),
     )
 
 

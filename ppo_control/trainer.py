@@ -235,7 +235,7 @@ class Trainer:
             self.progress.record_episodes(returns, lengths)  # every rank's episodes, in rank order
         batch = prepare_batch(self.policy, rollout.storage, rollout.last_values, self.cfg.ppo.gamma, self.cfg.ppo.gae_lambda)
         if self.cfg.normalize.obs:  # after the batch is normalized; over every rank's observations, so all ranks agree
-            raw_obs = rollout.storage.observations.view(-1, self.info.obs_dim)
+            raw_obs = self.policy.current_frame(rollout.storage.observations).reshape(-1, self.info.obs_dim)
             self.policy.obs_normalizer.merge(*self.dist.global_moments(raw_obs))
         stats = self.learner.update(batch, self.progress.step)
         stats["explained_variance"] = explained_variance(batch.values, batch.returns)

@@ -28,6 +28,7 @@ from PIL import Image, ImageDraw, ImageFont
 from ppo_control.checkpoint import atomic_write
 from ppo_control.envs import make_env_factory
 from ppo_control.errors import UserError
+from ppo_control.history import ObservationHistory
 from ppo_control.observations import needs_privileged
 from ppo_control.policy import ActorCritic
 from ppo_control.randomization import Randomization
@@ -303,6 +304,8 @@ def record_episode(
     video's numbers are the evaluation's.
     """
     obs, _ = env.reset(seed=seed)
+    history = ObservationHistory(policy.history)
+    policy_input = history.reset(np.asarray(obs, dtype=np.float32).reshape(1, -1))
     low, high = env.action_space.low.reshape(-1), env.action_space.high.reshape(-1)
     dt = float(getattr(env.unwrapped, "dt", 1.0 / fps))
     episode_return, length = 0.0, 0
@@ -315,9 +318,9 @@ def record_episode(
         write_frame()
         for _ in range(MAX_VIDEO_STEPS):
             with torch.inference_mode():
-                obs_t = torch.as_tensor(np.asarray(obs, dtype=np.float32).reshape(1, -1), device=device)
-                action = policy.deterministic_action(obs_t).cpu().numpy()[0]
+                action = policy.deterministic_action(torch.as_tensor(policy_input, device=device)).cpu().numpy()[0]
             obs, reward, terminated, truncated, _ = env.step(np.clip(action, low, high))
+            policy_input = history.step(np.asarray(obs, dtype=np.float32).reshape(1, -1), np.zeros(1, dtype=bool))
             episode_return += float(np.float32(reward))
             length += 1
             write_frame()
