@@ -78,6 +78,8 @@ def test_composition_order_train_yaml_then_task_then_cli(tmp_path):
         (["task=Hopper", "ppo.lr_schedule=adaptive"], ["target_kl"]),
         (["task=Hopper", "device=tpu"], ["device", "auto, cpu, cuda"]),
         (["task=Hopper", "oops"], ["key=value"]),
+        (["task=Hopper", "policy.actor_history=0"], ["policy.actor_history", ">= 1"]),
+        (["task=Hopper", "policy.critic_history=two"], ["policy.critic_history", "two"]),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args, must_contain):

@@ -54,7 +54,15 @@ RANDOMIZED = [
 ]
 
 
-@pytest.mark.parametrize("vectorization, extra", [("sync", []), ("async", []), ("sync", RANDOMIZED)], ids=["sync", "async", "randomized"])
+# Each network reads past frames (different counts): the stacks must continue across the cut.
+HISTORY = ["policy.actor_history=3", "policy.critic_history=2"]
+
+
+@pytest.mark.parametrize(
+    "vectorization, extra",
+    [("sync", []), ("async", []), ("sync", RANDOMIZED), ("sync", HISTORY)],
+    ids=["sync", "async", "randomized", "history"],
+)
 def test_interrupted_and_resumed_run_matches_uninterrupted_row_for_row(tmp_path, vectorization, extra):
     from ppo_control.config import compose
     from ppo_control.trainer import Trainer
@@ -213,6 +221,7 @@ def snapshot(directory):
         (["ppo.gamma=0.9"], "cannot change ppo.gamma on resume"),
         (["env.n_envs=4"], "cannot change env.n_envs on resume"),
         (["policy.hidden_sizes=[32]"], "cannot change policy.hidden_sizes on resume"),
+        (["policy.actor_history=3"], "cannot change policy.actor_history on resume"),
         (["task=Hopper"], "trained task 'InvertedPendulum', not 'Hopper'"),
         (["total_steps=-5"], "total_steps"),
         (["ppo.lerning_rate=1"], "Did you mean: 'learning_rate'"),
