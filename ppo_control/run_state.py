@@ -9,6 +9,7 @@ the counters and recent episode statistics (`Progress`), and per rank what diffe
 from __future__ import annotations
 
 import collections
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,11 +36,20 @@ class Progress:
     episodes: int = 0
     recent_returns: collections.deque = field(default_factory=lambda: collections.deque(maxlen=EPISODE_WINDOW))
     recent_lengths: collections.deque = field(default_factory=lambda: collections.deque(maxlen=EPISODE_WINDOW))
+    best_eval_return: float | None = None  # the best evaluation so far (checkpoints/best.pt holds that policy)
+    best_step: int | None = None
 
     def record_episodes(self, returns: list[float], lengths: list[int]) -> None:
         self.recent_returns.extend(returns)
         self.recent_lengths.extend(lengths)
         self.episodes += len(returns)
+
+    def record_evaluation(self, eval_return: float) -> bool:
+        """Whether `eval_return` (this step's evaluation) is the best so far; it is then recorded."""
+        if not math.isfinite(eval_return) or (self.best_eval_return is not None and not eval_return > self.best_eval_return):
+            return False
+        self.best_eval_return, self.best_step = float(eval_return), self.step
+        return True
 
     def mean_return(self) -> float | None:
         return float(np.mean(self.recent_returns)) if self.recent_returns else None
@@ -54,12 +64,15 @@ class Progress:
             "episodes": self.episodes,
             "recent_returns": list(self.recent_returns),
             "recent_lengths": list(self.recent_lengths),
+            "best_eval_return": self.best_eval_return,
+            "best_step": self.best_step,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step, self.update, self.episodes = int(state["step"]), int(state["update"]), int(state["episodes"])
         self.recent_returns.extend(state["recent_returns"])
         self.recent_lengths.extend(state["recent_lengths"])
+        self.best_eval_return, self.best_step = state.get("best_eval_return"), state.get("best_step")  # None in older runs
 
 
 def rank_state(generator: torch.Generator, collector: RolloutCollector) -> dict[str, Any]:

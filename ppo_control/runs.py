@@ -32,6 +32,7 @@ from ppo_control.policy import ActorCritic
 CONFIG_FILE = "config.yaml"
 CHECKPOINT_DIR = "checkpoints"
 LAST_CHECKPOINT = "last.pt"
+BEST_CHECKPOINT = "best.pt"  # the best-evaluated policy so far
 
 
 def default_run_dir(cfg: DictConfig) -> Path:
@@ -117,12 +118,15 @@ class RunDirectory:
             if dropped:
                 print(f"resume: dropped {dropped} metrics rows logged after the checkpoint (step {resumed_step:,})", flush=True)
 
-    def save_checkpoint(self, state: dict[str, Any], step: int, periodic: bool, keep: int) -> None:
-        """last.pt always; with `periodic`, also step_<N>.pt, keeping the newest `keep` of those."""
+    def save_checkpoint(self, state: dict[str, Any], step: int, periodic: bool, keep: int, best: bool = False) -> None:
+        """last.pt always; with `periodic`, also step_<N>.pt, keeping the newest `keep` of those;
+        with `best`, also best.pt (each written atomically)."""
         directory = self.path / CHECKPOINT_DIR
         if periodic and keep > 0:
             save_checkpoint(directory / periodic_checkpoint_name(step), state)
             prune_periodic_checkpoints(directory, keep)
+        if best:
+            save_checkpoint(directory / BEST_CHECKPOINT, state)
         save_checkpoint(directory / LAST_CHECKPOINT, state)
 
     def close(self) -> None:
@@ -199,8 +203,16 @@ def load_run(run_dir: str | Path, checkpoint: str | Path | None = None) -> Loade
             )
     else:
         path = Path(checkpoint)
+        if checkpoint in ("best", "last"):
+            path = Path(f"{checkpoint}.pt")
         if not path.is_file() and (run_dir / CHECKPOINT_DIR / path).is_file():
-            path = run_dir / CHECKPOINT_DIR / path  # checkpoint=step_0000200000.pt
+            path = run_dir / CHECKPOINT_DIR / path  # checkpoint=step_0000200000.pt or checkpoint=best
+        if not path.is_file():
+            names = sorted(p.name for p in (run_dir / CHECKPOINT_DIR).glob("*.pt"))
+            raise CheckpointError(
+                f"checkpoint '{checkpoint}' does not exist; give a file or one of {run_dir / CHECKPOINT_DIR}: "
+                f"{', '.join(names) or 'none'} (best and last also work without .pt)"
+            )
     state = load_checkpoint(path)
     try:
         cfg = saved_run_config(state["config"])

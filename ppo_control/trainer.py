@@ -7,6 +7,7 @@ together, decides when to evaluate and checkpoint, and handles stop signals.
 
 from __future__ import annotations
 
+import math
 import signal
 import threading
 import time
@@ -196,23 +197,26 @@ class Trainer:
             row = self.train_one_update()
             updates_this_call += 1
             finished = progress.step >= cfg.total_steps
+            evaluated = None
             if finished or (next_eval is not None and progress.step >= next_eval):
                 if self.dist.is_main:
                     final = self.evaluate()  # the last update always gets one
                     row.update(final)
+                    evaluated = final["eval_return"]
                 next_eval = self._next_multiple(cfg.eval.every_steps)
             periodic = next_checkpoint is not None and progress.step >= next_checkpoint
             if periodic:
                 next_checkpoint = self._next_multiple(cfg.checkpoint.every_steps)
-            stopping, save_due = self._decide_together(max_updates is not None and updates_this_call >= max_updates)
-            saving = periodic or finished or stopping or save_due
+            stopping, save_due, evaluated = self._decide_together(max_updates is not None and updates_this_call >= max_updates, evaluated)
+            best = evaluated is not None and progress.record_evaluation(evaluated)  # before the state is captured
+            saving = periodic or finished or stopping or save_due or best
             # The state is captured before the row is logged (capturing reads the envs, which can fail:
             # then neither is recorded), and written after it, so a resume finds its row.
             state = self.checkpoint_state() if saving else None
             self.logger.log(row)
             self.logger.progress(row, progress.update, force=finished)
             if saving:
-                self.save_checkpoint(periodic=periodic, state=state)
+                self.save_checkpoint(periodic=periodic, state=state, best=best)
             if stopping and not finished:
                 self._say(f"stopped at step {progress.step:,}; checkpoint saved. Resume with:\n  {self._resume_command()}")
                 return final
@@ -223,6 +227,8 @@ class Trainer:
                 f"done: eval return {final.get('eval_return', float('nan')):.1f} +- "
                 f"{final.get('eval_return_std', float('nan')):.1f}; run saved in {self.run.path}"
             )
+            if progress.best_step is not None and progress.best_step != progress.step:
+                self._say(f"best evaluation: {progress.best_eval_return:.1f} at step {progress.best_step:,} (checkpoint=best)")
         return final
 
     def train_one_update(self) -> dict[str, Any]:
@@ -259,18 +265,21 @@ class Trainer:
                 f"(update {self.progress.update + 1}); training stopped, the last checkpoint is kept"
             ) from None
 
-    def _decide_together(self, max_updates_reached: bool) -> tuple[bool, bool]:
-        """(stop now, refresh last.pt now), the same on every rank (a signal may reach one rank only)."""
+    def _decide_together(self, max_updates_reached: bool, evaluated: float | None) -> tuple[bool, bool, float | None]:
+        """(stop now, refresh last.pt now, this update's evaluation return), the same on every rank
+        (a signal may reach one rank only; rank 0 alone evaluates)."""
         flags = self.dist.all_reduce(
             torch.tensor(
                 [
                     float(self.stop.requested or max_updates_reached),
                     float(time.monotonic() - self._last_saved >= self.cfg.checkpoint.save_last_seconds),
-                ]
+                    -math.inf if evaluated is None else evaluated,
+                ],
+                dtype=torch.float64,
             ),
             "max",
         )
-        return bool(flags[0]), bool(flags[1])
+        return bool(flags[0]), bool(flags[1]), None if flags[2] == -math.inf else float(flags[2])
 
     def _announce(self) -> None:
         cfg = self.cfg
@@ -315,12 +324,12 @@ class Trainer:
         own = run_state.rank_state(self.generator, self.collector)
         return run_state.capture(self.cfg, self.policy, self.optimizer, self.progress, self.info, self.dist, own)
 
-    def save_checkpoint(self, periodic: bool = False, state: dict[str, Any] | None = None) -> None:
+    def save_checkpoint(self, periodic: bool = False, state: dict[str, Any] | None = None, best: bool = False) -> None:
         """Write `state` (default: captured now, a collective every rank takes part in) as last.pt,
-        and as a periodic checkpoint with `periodic`."""
+        as a periodic checkpoint with `periodic`, and as best.pt with `best`."""
         state = self.checkpoint_state() if state is None else state
         if self.dist.is_main:
-            self.run.save_checkpoint(state, self.progress.step, periodic, self.cfg.checkpoint.keep)
+            self.run.save_checkpoint(state, self.progress.step, periodic, self.cfg.checkpoint.keep, best)
         self._last_saved = time.monotonic()
 
     def _restore(self, state: dict[str, Any]) -> None:

@@ -80,6 +80,11 @@ def test_interrupted_and_resumed_run_matches_uninterrupted_row_for_row(tmp_path,
     for key in a["policy"]:
         assert torch.equal(a["policy"][key], b["policy"][key]), key
     assert a["optimizer"]["param_groups"][0]["lr"] == b["optimizer"]["param_groups"][0]["lr"]
+    # The best-evaluated checkpoint survives the cut too: the same step, the same policy.
+    a, b = (torch.load(tmp_path / run / "checkpoints" / "best.pt", weights_only=True) for run in ("whole", "cut"))
+    evaluated = [r for r in whole if "eval_return" in r]
+    assert a["step"] == b["step"] == max(evaluated, key=lambda r: r["eval_return"])["step"]
+    assert all(torch.equal(a["policy"][key], b["policy"][key]) for key in a["policy"])
 
 
 @pytest.mark.slow
