@@ -3,10 +3,12 @@
 Two real runs: HalfCheetah (obs normalization on, 6-D actions; exported from a checkpoint whose actor
 head is scaled up so actions saturate and the action clip matters) and InvertedPendulum with
 normalize.obs=false (the normalization-skipped path). The exported files are evaluated in a
-subprocess that cannot import ppo_control, against outputs the package computed here.
+subprocess that cannot import ppo_control, against outputs the package computed here. A third run,
+Hopper with observation history, checks the stateful export step by step from C++.
 """
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -399,38 +401,157 @@ def test_deployed_policy_scripts_for_every_activation(activation):
 # --- C++ ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_cpp_example_builds_and_matches_python(cpp_build, exports, expected, tmp_path):
+def cpp_binary(cpp_build) -> Path:
+    """The built run_policy, once the background build has finished (skips where it cannot be built)."""
     if "skip" in cpp_build:
         pytest.skip(f"C++ example not built: {cpp_build['skip']}")
     process = cpp_build["process"]
-    log, _ = process.communicate(timeout=600)
-    assert process.returncode == 0, log[-4000:]
+    if "log" not in cpp_build:  # the first C++ test waits for the build, the others reuse its result
+        cpp_build["log"], _ = process.communicate(timeout=600)
+    assert process.returncode == 0, cpp_build["log"][-4000:]
+    return cpp_build["binary"]
 
+
+def write_observations(path: Path, rows) -> None:
+    """One line per row ("reset" stays as it is), numbers with %.9g so float32 values round-trip."""
+    lines = [row if isinstance(row, str) else " ".join(f"{x:.9g}" for x in np.asarray(row).tolist()) for row in rows]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def run_cpp(binary: Path, *args: str) -> tuple[list[str], np.ndarray]:
+    """Run the C++ example; (its output lines, the actions it printed [lines, action_dim])."""
+    result = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    return lines, np.array([[float(x) for x in line.split()[1:]] for line in lines if line.startswith("action:")])
+
+
+@pytest.mark.slow
+def test_cpp_example_builds_and_matches_python(cpp_build, exports, expected, tmp_path):
+    binary = cpp_binary(cpp_build)
     policy = exports["paths"]["hc", "torchscript"]
     arrays = expected["hc"]["arrays"]
     obs = np.concatenate([arrays["obs_real"][:8], arrays["obs_random"][::8]])
     reference = np.concatenate([arrays["act_real"][:8], arrays["act_random"][::8]])
     obs_file = tmp_path / "obs.txt"
-    obs_file.write_text("\n".join(" ".join(f"{x:.9g}" for x in row) for row in obs.tolist()) + "\n")  # float32 round-trips
+    write_observations(obs_file, obs)
 
-    batch = subprocess.run([str(cpp_build["binary"]), str(policy), "--file", str(obs_file)], capture_output=True, text=True, timeout=60)
-    assert batch.returncode == 0, batch.stderr
-    lines = batch.stdout.splitlines()
+    lines, actions = run_cpp(binary, str(policy), "--file", str(obs_file))
     metadata = json.loads(lines[0].removeprefix("metadata: "))
     assert metadata["weights_sha256"] == expected["hc"]["hash"] and metadata["obs_dim"] == obs.shape[1]
-    actions = np.array([[float(x) for x in line.split()[1:]] for line in lines if line.startswith("action:")])
+    assert "history: 1" in lines and "control period: 0.05 s" in lines
+    assert "actions: bthigh bshin bfoot fthigh fshin ffoot" in lines
     np.testing.assert_allclose(actions, reference, rtol=0, atol=ATOL)
 
-    single = subprocess.run(
-        [str(cpp_build["binary"]), str(policy), *(f"{x:.9g}" for x in obs[0].tolist())], capture_output=True, text=True, timeout=60
-    )
-    assert single.returncode == 0, single.stderr
-    action = [float(x) for x in single.stdout.splitlines()[-1].split()[1:]]
-    np.testing.assert_allclose(action, arrays["act_single_real"][0], rtol=0, atol=ATOL)
+    _, action = run_cpp(binary, str(policy), *(f"{x:.9g}" for x in obs[0].tolist()))
+    np.testing.assert_allclose(action[0], arrays["act_single_real"][0], rtol=0, atol=ATOL)
 
-    wrong = subprocess.run([str(cpp_build["binary"]), str(policy), "1", "2"], capture_output=True, text=True, timeout=60)
+    # --episode on a policy without history: the same actions, one control step at a time
+    _, stepped = run_cpp(binary, str(policy), "--episode", str(obs_file))
+    np.testing.assert_allclose(stepped, reference, rtol=0, atol=ATOL)
+
+    wrong = subprocess.run([str(binary), str(policy), "1", "2"], capture_output=True, text=True, timeout=60)
     assert wrong.returncode == 2 and "obs_dim=17" in wrong.stderr
+
+
+def onnx_installed() -> bool:
+    """The packages format=onnx needs: onnx and onnxscript to export, onnxruntime to run."""
+    return all(importlib.util.find_spec(name) is not None for name in ("onnx", "onnxscript", "onnxruntime"))
+
+
+HISTORY = 3
+HISTORY_EPISODE_STEPS = 20  # at most; an episode that terminates earlier is shorter
+
+
+@pytest.fixture(scope="module")
+def history_run(tmp_path_factory):
+    """A tiny Hopper run with policy.actor_history=3, exported as TorchScript and (where the onnx
+    packages are installed) ONNX, in parallel."""
+    run_dir = tmp_path_factory.mktemp("history") / "h3"
+    overrides = ("task=Hopper", "total_steps=256", f"policy.actor_history={HISTORY}", *TINY, f"run_dir={run_dir}")
+    finish(popen_module("ppo_control.train", *overrides))
+    formats = ["torchscript"] + (["onnx"] if onnx_installed() else [])
+    processes = [popen_module("ppo_control.export", f"run={run_dir}", f"format={fmt}") for fmt in formats]
+    for process in processes:
+        finish(process)
+    return run_dir
+
+
+@pytest.mark.slow
+def test_cpp_episode_mode_steps_a_stateful_policy_like_python(cpp_build, history_run, tmp_path):
+    """Two real Hopper episodes, stepped from C++ with reset() at each start, act exactly like the
+    TorchScript module in Python, the ONNX graph with its history fed back, and the training policy."""
+    import gymnasium as gym
+
+    from ppo_control.api import load_policy
+
+    binary, exported = cpp_binary(cpp_build), str(history_run / "export" / "policy.pt")
+    # (c) the training policy drives a real env: its observations are the episodes, its actions the reference
+    policy = load_policy(history_run)
+    assert policy.history == HISTORY
+    env = gym.make("Hopper-v5")
+    episodes, reference = [], []
+    for seed in (ROLLOUT_SEED, ROLLOUT_SEED + 1):
+        policy.reset()
+        obs, _ = env.reset(seed=seed)
+        frames = []
+        for _ in range(HISTORY_EPISODE_STEPS):
+            frames.append(np.asarray(obs, dtype=np.float32))
+            reference.append(policy(frames[-1]))
+            obs, _, terminated, truncated, _ = env.step(reference[-1])
+            if terminated or truncated:
+                break
+        assert len(frames) > HISTORY, "the episode must outlast the history, or the state is never exercised"
+        episodes.append(frames)
+    env.close()
+    reference = np.stack(reference)
+
+    obs_file = tmp_path / "episodes.txt"
+    write_observations(obs_file, [*episodes[0], "reset", *episodes[1]])
+    lines, actions = run_cpp(binary, exported, "--episode", str(obs_file))
+    assert "history: 3" in lines and "control period: 0.008 s" in lines
+    assert "actions: thigh_joint leg_joint foot_joint" in lines
+    assert actions.shape == reference.shape
+    np.testing.assert_allclose(actions, reference, rtol=0, atol=ATOL)
+
+    # (a) the TorchScript module in Python, reset() at the same points
+    module = torch.jit.load(exported)
+    scripted = []
+    with torch.inference_mode():
+        for frames in episodes:
+            module.reset()
+            scripted += [module(torch.from_numpy(frame)).numpy() for frame in frames]
+    np.testing.assert_allclose(actions, np.stack(scripted), rtol=0, atol=ATOL)
+    # the history matters: without it (every step an episode start) the actions are different
+    memoryless = []
+    with torch.inference_mode():
+        for frame in [frame for frames in episodes for frame in frames]:
+            module.reset()
+            memoryless.append(module(torch.from_numpy(frame)).numpy())
+    assert np.abs(np.stack(memoryless) - actions).max() > 100 * ATOL
+
+    # (b) the ONNX graph, the previous frames fed back explicitly (the first frame repeated at a start)
+    if onnx_installed():
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(str(history_run / "export" / "policy.onnx"), providers=["CPUExecutionProvider"])
+        graph = []
+        for frames in episodes:
+            history = np.repeat(frames[0][None, None], HISTORY - 1, axis=1)
+            for frame in frames:
+                action, history = session.run(None, {"obs": frame[None], "history": history})
+                graph.append(action[0])
+        np.testing.assert_allclose(actions, np.stack(graph), rtol=0, atol=ATOL)
+
+    # --file: a batch of robots at their first step (after reset()), which the output notes
+    first_steps = tmp_path / "first_steps.txt"
+    write_observations(first_steps, [frames[0] for frames in episodes])
+    lines, batch = run_cpp(binary, exported, "--file", str(first_steps))
+    assert any(line.startswith("note: history 3") for line in lines)
+    np.testing.assert_allclose(batch, actions[[0, len(episodes[0])]], rtol=0, atol=ATOL)
+    # "reset" separates episodes only in --episode
+    refused = subprocess.run([str(binary), exported, "--file", str(obs_file)], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "'reset'" in refused.stderr and "--episode" in refused.stderr
 
 
 # --- CLI errors ---------------------------------------------------------------------------------
