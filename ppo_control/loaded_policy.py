@@ -96,7 +96,7 @@ def _from_run(run_dir: Path, checkpoint: str | None) -> Policy:
             full = np.zeros((len(frame), loaded.env_info.obs_dim), dtype=np.float32)
             full[:, index.numpy()] = frame
             frame = full
-        if history.stacked is None:
+        if history.length == 1 or history.stacked is None:  # no state without history
             stacked = history.reset(frame)
         elif len(history.stacked) != len(frame):
             raise UserError(f"the batch size changed from {len(history.stacked)} to {len(frame)} within an episode; call reset() first")
