@@ -5,8 +5,10 @@ Trains every (task, seed), seeds 0..seeds-1, as its own `python -m ppo_control.t
 `jobs` at a time, into <out>/runs/<task>/s<seed> (its output goes to <out>/runs/<task>/s<seed>.log),
 each on its own share of the CPU cores (jobs=2 on 8 cores: 4 each),
 then writes results.csv, runs.csv, results.md, learning_curves.png and learning_curves_time.png
-into <out>. Running the same command again skips finished runs and resumes interrupted ones, so a
-long benchmark can be stopped (Ctrl-C: every training checkpoints first) and continued at will.
+into <out>: per task the worst, median and mean of the seeds' final evaluations, each seed's, and the
+published returns of configs/references.yaml beside them. Running the same command again skips
+finished runs and resumes interrupted ones, so a long benchmark can be stopped (Ctrl-C: every
+training checkpoints first) and continued at will.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import sys
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import IO, List, Optional
+from typing import IO, List, Optional, Sequence
 
 import numpy as np
 from omegaconf import MISSING, OmegaConf
@@ -39,11 +41,21 @@ from ppo_control.config import (
 )
 from ppo_control.errors import TrainingStopped, UserError, run_cli
 from ppo_control.metrics import format_duration
-from ppo_control.plot import CONFIG_FILE, Run, algorithm_config, load_run, plot_learning_curves
+from ppo_control.plot import (
+    CONFIG_FILE,
+    Reference,
+    Run,
+    algorithm_config,
+    load_references,
+    load_run,
+    plot_learning_curves,
+    reference_sources,
+)
 
 RESULTS_ROOT = Path("benchmarks") / "results"
 PER_RUN_KEYS = ("task", "seed", "run_dir", "resume")  # the benchmark sets these for each run
 LOG_TAIL_LINES = 15
+REFERENCES_NAME = "configs/references.yaml"  # as the tables name plot.REFERENCES_FILE
 
 
 @dataclass
@@ -343,7 +355,8 @@ class Runner:
 
 
 def run_result(run: Run) -> RunResult:
-    """A finished run's numbers, all from its metrics.jsonl (see plot.elapsed_seconds for the clock)."""
+    """A finished run's numbers, all from its metrics.jsonl (see plot.elapsed_seconds for the clock):
+    the evaluation of the final policy (the last row), never of checkpoints/best.pt."""
     wall = run.wall_clock_s
     return RunResult(
         run.task,
@@ -363,13 +376,21 @@ def write_csv(path: Path, columns: list[str], rows: list[dict]) -> None:
         writer.writerows(rows)
 
 
-def task_rows(jobs: list[Job], results: dict[tuple[str, int], RunResult], runs: dict[tuple[str, int], Run]) -> list[dict]:
-    """results.csv: one row per task, over the seeds that finished."""
+def task_rows(
+    jobs: list[Job],
+    results: dict[tuple[str, int], RunResult],
+    runs: dict[tuple[str, int], Run],
+    references: Optional[dict[str, list[Reference]]] = None,
+) -> list[dict]:
+    """results.csv: one row per task, over the seeds that finished, then one column per published
+    source (`references`, default configs/references.yaml): its value for the task, '' if none."""
+    references = load_references() if references is None else references
     rows = []
     for task in dict.fromkeys(job.task for job in jobs):
         done = [results[(task, j.seed)] for j in jobs if j.task == task and (task, j.seed) in results]
         returns = np.array([r.eval_return for r in done])
         preset = runs[(task, done[0].seed)].preset if done else ""
+        published = {ref.source: ref.value for ref in references.get(task, [])}
         rows.append(
             {
                 "task": task,
@@ -378,10 +399,14 @@ def task_rows(jobs: list[Job], results: dict[tuple[str, int], RunResult], runs: 
                 "total_steps": done[0].total_steps if done else "",
                 "eval_return_mean": float(returns.mean()) if done else "",
                 "eval_return_std": float(returns.std()) if done else "",  # population std over seeds
+                "eval_return_worst": float(returns.min()) if done else "",
+                "eval_return_median": float(np.median(returns)) if done else "",
                 "seed_ids": ";".join(str(r.seed) for r in done),
                 "eval_returns": ";".join(repr(r.eval_return) for r in done),
                 "wall_clock_s_mean": float(np.mean([r.wall_clock_s for r in done])) if done else "",
+                "wall_clocks_s": ";".join(repr(r.wall_clock_s) for r in done),
                 "steps_per_s_mean": float(np.mean([r.steps_per_s for r in done])) if done else "",
+                **{source: published.get(source, "") for source in reference_sources(references)},
             }
         )
     return rows
@@ -390,7 +415,20 @@ def task_rows(jobs: list[Job], results: dict[tuple[str, int], RunResult], runs: 
 CURVES = {"steps": "learning_curves.png", "time": "learning_curves_time.png"}
 
 
-def markdown(command: str, jobs: list[Job], rows: list[dict], results: dict[tuple[str, int], RunResult]) -> str:
+def markdown(
+    command: str,
+    jobs: list[Job],
+    rows: list[dict],
+    results: dict[tuple[str, int], RunResult],
+    sources: Sequence[str] = (),
+) -> str:
+    """results.md: the table of task_rows, with a column per published source in `sources`."""
+    published = (
+        f" {', '.join(sources)}: the published final return for the task ({REFERENCES_NAME}; each entry's note says "
+        "how it was measured: other task versions, and not always a mean over seeds), - where none is listed."
+        if sources
+        else ""
+    )
     lines = [
         "# Benchmark results",
         "",
@@ -398,27 +436,33 @@ def markdown(command: str, jobs: list[Job], rows: list[dict], results: dict[tupl
         "",
         f"Machine: {platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}.",
         "",
-        "Eval return: the final deterministic evaluation (mean action) of each seed; mean ± std over seeds "
-        "(population std). Wall-clock: from the start of the first update to the end of the last one, with the "
-        "evaluations and checkpoints in between; the final evaluation and any time a run spent stopped before a "
-        "resume are not counted (derived from metrics.jsonl). Steps/s: steps / wall-clock.",
+        "Eval return: each seed's final deterministic evaluation (mean action); worst, median and mean ± std "
+        "(population std) over the seeds. The tables report each run's final policy, never its checkpoints/best.pt "
+        "(the best-evaluated policy, kept beside it). Wall-clock per run: the mean over the seeds (each run's is in "
+        "runs.csv), from the start of the first update to the end of the last one, with the evaluations and checkpoints "
+        "in between; the final evaluation and any time a run spent stopped before a resume are not counted (derived from "
+        "metrics.jsonl). Steps/s: steps / wall-clock." + published,
         "",
-        "| task | preset | steps | seeds | eval return | per seed | wall-clock | steps/s |",
-        "|---|---|---:|---:|---:|---|---:|---:|",
+        "| task | preset | steps | seeds | worst | median | mean ± std | per seed | "
+        + "".join(f"{source} | " for source in sources)
+        + "wall-clock per run | steps/s |",
+        "|---|---|---:|---:|---:|---:|---:|---|" + "---:|" * len(sources) + "---:|---:|",
     ]
     for row in rows:
         task = row["task"]
         missing = [j.seed for j in jobs if j.task == task and (task, j.seed) not in results]
         per_seed = ", ".join(f"{results[(task, int(s))].eval_return:.1f}" for s in row["seed_ids"].split(";") if s)
         per_seed += f" (not finished: {', '.join(f's{s}' for s in missing)})" if missing else ""
+        refs = "".join(f"{row[source]:.1f} | " if row.get(source, "") != "" else "- | " for source in sources)
         if row["seeds"]:
             lines.append(
                 f"| {task} | {row['preset']} | {row['total_steps']:,} | {row['seeds']} | "
-                f"{row['eval_return_mean']:.1f} ± {row['eval_return_std']:.1f} | {per_seed} | "
+                f"{row['eval_return_worst']:.1f} | {row['eval_return_median']:.1f} | "
+                f"{row['eval_return_mean']:.1f} ± {row['eval_return_std']:.1f} | {per_seed} | {refs}"
                 f"{format_duration(row['wall_clock_s_mean'])} | {row['steps_per_s_mean']:,.0f} |"
             )
         else:
-            lines.append(f"| {task} | | | 0 | — | {per_seed} | — | — |")
+            lines.append(f"| {task} | | | 0 | — | — | — | {per_seed} | {refs}— | — |")
     if results:
         lines += ["", f"![learning curves]({CURVES['steps']})", "", f"![learning curves over wall-clock time]({CURVES['time']})"]
     return "\n".join(lines) + "\n"
@@ -432,16 +476,17 @@ def write_results(out: Path, jobs: list[Job], command: str) -> list[Path]:
         if job.done(run):
             runs[(job.task, job.seed)] = run
     results = {key: run_result(run) for key, run in runs.items()}
-    rows = task_rows(jobs, results, runs)
+    references = load_references()
+    rows = task_rows(jobs, results, runs, references)
     written = [out / "results.csv", out / "runs.csv", out / "results.md"]
     write_csv(written[0], list(rows[0]), rows)
     write_csv(
         written[1], [f.name for f in fields(RunResult)], [vars(results[(j.task, j.seed)]) for j in jobs if (j.task, j.seed) in results]
     )
-    written[2].write_text(markdown(command, jobs, rows, results), encoding="utf-8")
+    written[2].write_text(markdown(command, jobs, rows, results, reference_sources(references)), encoding="utf-8")
     for x, name in CURVES.items():
         if runs:
-            written.append(plot_learning_curves(list(runs.values()), x, out / name))
+            written.append(plot_learning_curves(list(runs.values()), x, out / name, references))
         else:
             (out / name).unlink(missing_ok=True)  # a previous invocation's figure would not match these results
     return written

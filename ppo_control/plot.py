@@ -1,12 +1,14 @@
 """python -m ppo_control.plot <run_dir or parent dir> [more dirs ...] [x=steps|time] [out=<path>.png]
 
-Learning curves from runs' metrics.jsonl: mean +- std over seeds of the training episode return and
-of the deterministic evaluation return, one subplot per task. A single run also gets a diagnostics
-figure (approx KL, clip fraction, entropy, explained variance, learning rate, steps/s). Headless:
-figures are drawn with matplotlib's Figure API (Agg), never pyplot, so importing this module does
-not touch a caller's matplotlib backend.
+Learning curves from runs' metrics.jsonl, one subplot per task: per experiment, every seed's
+deterministic evaluation return (thin, faint), its mean over the seeds (thick) and the mean training
+episode return (dotted), with the task's published returns from configs/references.yaml as dashed,
+labelled horizontal lines. A single run also gets a diagnostics figure (approx KL, clip fraction,
+entropy, explained variance, learning rate, steps/s). Headless: figures are drawn with matplotlib's
+Figure API (Agg), never pyplot, so importing this module does not touch a caller's matplotlib backend.
 
-Run discovery, grouping and the wall-clock timeline live here too; benchmark.py reuses them.
+Run discovery, grouping, the wall-clock timeline and the published references live here too;
+benchmark.py reuses them.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from omegaconf.errors import OmegaConfBaseException
 from ppo_control.config import RESUME_CHANGEABLE, ConfigError, parse_command_args
 from ppo_control.errors import UserError, run_cli
 from ppo_control.metrics import METRICS_FILE
+from ppo_control.resources import CONFIG_DIR
 
 CONFIG_FILE = "config.yaml"  # as runs.CONFIG_FILE; runs.py is not imported because it pulls in torch
 X_AXES = ("steps", "time")
@@ -35,6 +38,12 @@ MAX_PAUSE_S = 300.0
 # Keys that never make two runs different experiments: per-seed identity, plus what a resume may
 # change (config.RESUME_CHANGEABLE: total_steps, device, eval.*, log.*, checkpoint.*, ...).
 NOT_ALGORITHM = ("seed", "run_dir", "resume", *RESUME_CHANGEABLE)
+# Published final returns per task (CleanRL, SB3 zoo, ...): the lines in the learning curves and the
+# reference columns of the benchmark's tables. Shipped with the configs, so an installed wheel has it.
+REFERENCES_FILE = CONFIG_DIR / "references.yaml"
+REFERENCE_KEYS = ("source", "value", "note")
+# What each kind of line in a learning-curve figure is (its gid), so tests and callers can find them.
+GID_SEED, GID_MEAN, GID_TRAIN, GID_REFERENCE, GID_REFERENCE_LABEL = "eval_seed", "eval_mean", "train_mean", "reference", "reference_label"
 
 
 @dataclass
@@ -219,6 +228,63 @@ def experiment_labels(experiments: list[list[Run]]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Published references
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A published final return for a task: one entry of configs/references.yaml."""
+
+    source: str  # e.g. "CleanRL": the line's label and the benchmark table's column
+    value: float
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.source} {self.value:.1f}"
+
+
+def load_references(path: str | Path = REFERENCES_FILE) -> dict[str, list[Reference]]:
+    """task -> its published returns, in the file's order; {} when there is no such file."""
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    try:
+        data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    except (OmegaConfBaseException, ValueError, OSError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"cannot read the published references '{path}': {first}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"'{path}' must map task names to lists of {{source, value, note}}")
+    references: dict[str, list[Reference]] = {}
+    for task, entries in data.items():
+        where = f"'{path}', {task}"
+        if not isinstance(entries, list):
+            raise UserError(f"{where}: expected a list of {{source, value, note}} entries, got {entries!r}")
+        refs: list[Reference] = []
+        for entry in entries:
+            if not isinstance(entry, dict) or not isinstance(entry.get("source"), str) or not _number(entry.get("value")):
+                raise UserError(
+                    f"{where}: every entry needs a source (text) and a value (a number), e.g. {{source: CleanRL, value: 1442.64}}"
+                )
+            unknown = sorted(set(entry) - set(REFERENCE_KEYS))
+            if unknown:
+                raise UserError(
+                    f"{where}: unknown key(s) {', '.join(map(str, unknown))} in an entry; an entry has {', '.join(REFERENCE_KEYS)}"
+                )
+            if any(ref.source == entry["source"] for ref in refs):
+                raise UserError(f"{where}: two entries from '{entry['source']}'; give each source one value per task")
+            refs.append(Reference(entry["source"], float(entry["value"]), str(entry.get("note") or "")))
+        references[str(task)] = refs
+    return references
+
+
+def reference_sources(references: dict[str, list[Reference]]) -> list[str]:
+    """Every source named in `references`, in order of first appearance (the benchmark table's columns)."""
+    return list(dict.fromkeys(ref.source for refs in references.values() for ref in refs))
+
+
+# ---------------------------------------------------------------------------------------------
 # Curves
 
 
@@ -258,34 +324,27 @@ def _x_scale(runs: list[Run], x: str) -> tuple[float, str]:
     return scale, f"wall-clock {unit} since the run started"
 
 
-def plot_learning_curves(runs: list[Run], x: str, out: str | Path) -> Path:
-    """One subplot per task; per experiment, training return (line, band = std over seeds) and
-    deterministic evaluation return (markers with error bars)."""
+def learning_curves_figure(runs: list[Run], x: str, references: Optional[dict[str, list[Reference]]] = None) -> Any:
+    """The learning-curve Figure: one subplot per task; per experiment (one colour), each seed's
+    deterministic evaluation return as a thin faint line, the mean over its seeds as a thick line
+    with markers, and the mean training episode return dotted; the task's published returns
+    (`references`, default: configs/references.yaml) as dashed grey lines labelled "<source> <value>".
+    The spread is shown by the seeds themselves, not a std band. Every line carries a gid (GID_*)."""
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
-    out = _check_out(out)
+    references = load_references() if references is None else references
     by_task = group_runs(runs)
     cols = min(len(by_task), 3)
     rows = math.ceil(len(by_task) / cols)
-    fig = Figure(figsize=(5.2 * cols, 3.9 * rows), layout="constrained")
+    fig = Figure(figsize=(5.2 * cols, 3.9 * rows + 0.4), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    any_reference = False
     for ax, (task, experiments) in zip(axes, by_task.items()):
         scale, xlabel = _x_scale([run for experiment in experiments for run in experiment], x)
         for i, (experiment, label) in enumerate(zip(experiments, experiment_labels(experiments))):
-            color = f"C{i % 10}"
-            seeds = f"{len(experiment)} seed{'s' if len(experiment) > 1 else ''}"
-            legend = f"{label} ({seeds})" if label else seeds  # on the experiment's first mark only
-            train = mean_std_over_seeds([run.series("episode_return", x) for run in experiment])
-            if train is not None:
-                grid, mean, std = train
-                ax.plot(grid / scale, mean, color=color, label=legend, marker="." if len(grid) == 1 else None)
-                ax.fill_between(grid / scale, mean - std, mean + std, color=color, alpha=0.2, linewidth=0)
-                legend = None
-            evaluation = mean_std_over_seeds([run.series("eval_return", x) for run in experiment])
-            if evaluation is not None:
-                grid, mean, std = evaluation
-                ax.errorbar(grid / scale, mean, yerr=std, color=color, fmt="o--", markersize=4, capsize=3, label=legend)
+            _draw_experiment(ax, experiment, label, f"C{i % 10}", x, scale)
+        any_reference |= _draw_references(ax, references.get(task, []))
         ax.set_title(task)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("episode return")
@@ -294,14 +353,90 @@ def plot_learning_curves(runs: list[Run], x: str, out: str | Path) -> Path:
             ax.legend(fontsize="x-small")
     for ax in axes[len(by_task) :]:
         ax.set_visible(False)
-    # What the two marks mean, once for the whole figure; the subplots' legends name experiments.
+    # What the marks mean, once for the whole figure; the subplots' legends name experiments.
     styles = [
-        Line2D([], [], color="0.3", label="training episode return"),
-        Line2D([], [], color="0.3", marker="o", linestyle="--", markersize=4, label="deterministic evaluation return"),
+        Line2D([], [], color="0.2", linewidth=2, marker="o", markersize=3.5, label="evaluation return, mean over seeds"),
+        Line2D([], [], color="0.2", linewidth=0.8, alpha=0.4, label="evaluation return, each seed"),
+        Line2D([], [], color="0.2", linewidth=1.2, linestyle=":", label="training episode return, mean over seeds"),
     ]
-    fig.legend(handles=styles, loc="outside lower center", ncols=2, fontsize="small")
-    fig.suptitle("mean ± std over seeds")
-    return _save(fig, out)
+    if any_reference:
+        styles.append(Line2D([], [], color="0.35", linewidth=1, linestyle="--", label="published final return"))
+    fig.legend(handles=styles, loc="outside lower center", ncols=2 if cols == 1 else len(styles), fontsize="small")
+    fig.suptitle("deterministic evaluation return: every seed (faint) and the mean over seeds")
+    return fig
+
+
+def _draw_experiment(ax: Any, experiment: list[Run], label: str, color: str, x: str, scale: float) -> None:
+    seeds = f"{len(experiment)} seed{'s' if len(experiment) > 1 else ''}"
+    legend: Optional[str] = f"{label} ({seeds})" if label else seeds  # on the experiment's evaluation mean (else training mean)
+    evaluation = mean_std_over_seeds([run.series("eval_return", x) for run in experiment])
+    train = mean_std_over_seeds([run.series("episode_return", x) for run in experiment])
+    if train is not None:
+        grid, mean, _ = train
+        single = len(grid) == 1
+        ax.plot(
+            grid / scale,
+            mean,
+            color=color,
+            linestyle=":",
+            linewidth=1.2,
+            marker="." if single else None,
+            label=legend if evaluation is None else None,
+            gid=GID_TRAIN,
+            zorder=2,
+        )
+    for run in experiment:
+        xs, ys = run.series("eval_return", x)
+        if len(xs):
+            ax.plot(
+                xs / scale,
+                ys,
+                color=color,
+                linewidth=0.8,
+                alpha=0.4,
+                marker="o" if len(xs) == 1 else None,
+                markersize=3,
+                gid=GID_SEED,
+                zorder=2.5,
+            )
+    if evaluation is not None:
+        grid, mean, _ = evaluation
+        ax.plot(grid / scale, mean, color=color, linewidth=2, marker="o", markersize=3.5, label=legend, gid=GID_MEAN, zorder=3)
+
+
+def _draw_references(ax: Any, references: list[Reference]) -> bool:
+    """Dashed lines at the published returns, each labelled at the left edge (above its line, or
+    below it when the next higher reference is too close for both labels to sit above)."""
+    if not references:
+        return False
+    for ref in references:
+        ax.axhline(ref.value, color="0.35", linestyle="--", linewidth=1, gid=GID_REFERENCE, zorder=1.5)
+    lo, hi = ax.get_ylim()  # with the lines: axhline widens the y range to show them
+    close = 0.06 * (hi - lo)
+    ordered = sorted(references, key=lambda r: r.value)
+    for j, ref in enumerate(ordered):
+        crowded = j + 1 < len(ordered) and ordered[j + 1].value - ref.value < close
+        ax.annotate(
+            ref.label,
+            xy=(0.01, ref.value),
+            xycoords=ax.get_yaxis_transform(),
+            xytext=(0, -2 if crowded else 2),
+            textcoords="offset points",
+            ha="left",
+            va="top" if crowded else "bottom",
+            fontsize="x-small",
+            color="0.2",
+            bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.75, "pad": 0.8},
+            gid=GID_REFERENCE_LABEL,
+            zorder=4,
+        )
+    return True
+
+
+def plot_learning_curves(runs: list[Run], x: str, out: str | Path, references: Optional[dict[str, list[Reference]]] = None) -> Path:
+    """learning_curves_figure(runs, x, references), written to `out`."""
+    out = _check_out(out)
+    return _save(learning_curves_figure(runs, x, references), out)
 
 
 def plot_diagnostics(run: Run, x: str, out: str | Path) -> Path:

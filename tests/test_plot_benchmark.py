@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -19,6 +20,9 @@ TASKS = ("InvertedPendulum", "Reacher")
 # run can be cut back to step 128 and resumed without training one for the purpose)
 OVERRIDES = [*[o for o in TINY if not o.startswith("checkpoint.every_steps")], "checkpoint.every_steps=128", "env.backend=gymnasium"]
 BENCH = ["tasks=[InvertedPendulum,Reacher]", "seeds=2", "total_steps=256", "jobs=2", *OVERRIDES]
+TABLE_HEADER = (
+    "| task | preset | steps | seeds | worst | median | mean ± std | per seed | CleanRL | SB3 zoo | wall-clock per run | steps/s |"
+)
 STABLE = lambda rows: [{k: v for k, v in r.items() if k not in ("sps", "time")} for r in rows]  # noqa: E731
 
 
@@ -112,9 +116,10 @@ def test_benchmark_trains_restarts_and_reports_the_runs_numbers(bench):
 
     results = {r["task"]: r for r in read_csv(out / "results.csv")}
     assert list(results) == list(TASKS)
+    evals_by_task = {}
     for task, row in results.items():
         returns = [runs[(task, s)] for s in (0, 1)]
-        evals = np.array([float(r["eval_return"]) for r in returns])
+        evals = evals_by_task[task] = np.array([float(r["eval_return"]) for r in returns])
         assert row["preset"] == "fast" and int(row["seeds"]) == 2 and int(row["total_steps"]) == 256
         assert row["seed_ids"] == "0;1"
         assert [float(v) for v in row["eval_returns"].split(";")] == list(evals)
@@ -124,10 +129,16 @@ def test_benchmark_trains_restarts_and_reports_the_runs_numbers(bench):
         assert float(row["steps_per_s_mean"]) == pytest.approx(np.mean([float(r["steps_per_s"]) for r in returns]))
 
     table = (out / "results.md").read_text()
-    assert "| task | preset | steps | seeds | eval return | per seed | wall-clock | steps/s |" in table
+    assert (
+        "| task | preset | steps | seeds | worst | median | mean ± std | per seed | CleanRL | SB3 zoo | wall-clock per run | steps/s |"
+        in table
+    )
     for task, row in results.items():
+        assert float(row["eval_return_worst"]) == evals_by_task[task].min()
+        assert float(row["eval_return_median"]) == pytest.approx(np.median(evals_by_task[task]))
+        spread = f"{evals_by_task[task].min():.1f} | {np.median(evals_by_task[task]):.1f} | "
         mean_std = f"{float(row['eval_return_mean']):.1f} ± {float(row['eval_return_std']):.1f}"
-        assert f"| {task} | fast | 256 | 2 | {mean_std} |" in table
+        assert f"| {task} | fast | 256 | 2 | {spread}{mean_std} |" in table
     for name in ("learning_curves.png", "learning_curves_time.png"):
         assert_image(out / name)
         assert f"written     {out / name}" in result.stdout
@@ -307,3 +318,180 @@ def test_concurrent_trainings_get_disjoint_shares_of_the_cores(cores, jobs, shar
     from ppo_control.benchmark import core_shares
 
     assert core_shares(cores, jobs) == shares
+
+
+# ---------------------------------------------------------------------------------------------
+# Every seed and the published references, on runs made up here (no training)
+
+
+def made_up_rows(evals, train=(1.0, 2.0, 3.0, 4.0), every=100):
+    """metrics.jsonl rows, one update of `every` steps each (2 s of training, 4 s apart), with an
+    evaluation on the last len(evals) rows (the final row's evaluation is the run's result)."""
+    rows = []
+    for i, episode_return in enumerate(train):
+        row = {"step": every * (i + 1), "steps_this_update": every, "sps": every / 2.0, "time": 1000.0 + 4.0 * i}
+        row["episode_return"] = episode_return
+        k = i - (len(train) - len(evals))
+        if k >= 0:
+            row["eval_return"], row["eval_return_std"] = float(evals[k]), 1.0
+        rows.append(row)
+    return rows
+
+
+def made_up_config(task, seed, epochs=10, total_steps=400):
+    return {"task": task, "seed": seed, "total_steps": total_steps, "preset": "fast", "ppo": {"epochs": epochs}}
+
+
+def lines_of(ax, gid):
+    return [line for line in ax.get_lines() if line.get_gid() == gid]
+
+
+def test_learning_curves_show_every_seed_the_mean_and_the_labelled_references():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import to_rgba
+
+    from ppo_control.plot import (
+        GID_MEAN,
+        GID_REFERENCE,
+        GID_REFERENCE_LABEL,
+        GID_SEED,
+        GID_TRAIN,
+        Reference,
+        Run,
+        learning_curves_figure,
+    )
+
+    # Hopper: two experiments (epochs 10: 3 seeds, epochs 5: 2 seeds), evaluated at steps 200, 300, 400
+    evals = {10: [[10, 20, 30], [40, 50, 90], [70, 80, 30]], 5: [[1, 2, 3], [5, 6, 7]]}
+    runs = [
+        Run(ROOT, made_up_config("Hopper", seed, epochs), made_up_rows(returns))
+        for epochs, seeds in evals.items()
+        for seed, returns in enumerate(seeds)
+    ]
+    runs.append(Run(ROOT, made_up_config("Unlisted", 0), made_up_rows([5.0])))  # a task with no references
+    references = {"Hopper": [Reference("CleanRL", 2382.86), Reference("SB3 zoo", 2410.435)], "Ant": [Reference("SB3 zoo", 1327.2)]}
+    fig = learning_curves_figure(runs, "steps", references)
+    FigureCanvasAgg(fig).draw()  # lay the text out, so label extents are real
+    hopper, unlisted = (ax for ax in fig.axes if ax.get_visible())
+    assert (hopper.get_title(), unlisted.get_title()) == ("Hopper", "Unlisted")
+
+    seeds, means = lines_of(hopper, GID_SEED), lines_of(hopper, GID_MEAN)
+    assert len(seeds) == 5 and len(means) == 2 and len(lines_of(hopper, GID_TRAIN)) == 2
+    for color, (epochs, returns) in zip(("C0", "C1"), evals.items()):
+        mine = [line for line in seeds if to_rgba(line.get_color()) == to_rgba(color)]
+        assert sorted(line.get_ydata().tolist() for line in mine) == sorted(returns)
+        assert all(list(line.get_xdata()) == [200, 300, 400] for line in mine)
+        (mean,) = [line for line in means if to_rgba(line.get_color()) == to_rgba(color)]
+        assert mean.get_ydata().tolist() == pytest.approx(np.mean(returns, axis=0).tolist())
+        assert mean.get_label() == f"epochs={epochs} ({len(returns)} seeds)"
+        for line in mine:  # faint and thin behind the mean
+            assert line.get_alpha() < 0.5 and line.get_linewidth() < mean.get_linewidth() and line.get_zorder() < mean.get_zorder()
+    assert [t.get_text() for t in hopper.get_legend().get_texts()] == ["epochs=10 (3 seeds)", "epochs=5 (2 seeds)"]
+
+    refs = lines_of(hopper, GID_REFERENCE)
+    assert sorted(line.get_ydata()[0] for line in refs) == [2382.86, 2410.435]
+    assert all(line.get_linestyle() == "--" for line in refs)
+    labels = {t.get_text(): t for t in hopper.texts if t.get_gid() == GID_REFERENCE_LABEL}
+    assert sorted(labels) == ["CleanRL 2382.9", "SB3 zoo 2410.4"]
+    low, high = (labels[name].get_window_extent() for name in sorted(labels))
+    assert not low.overlaps(high)  # 1% apart on the y axis: one label below its line, one above
+    assert hopper.get_ylim()[1] > 2410.435  # the references are in view
+
+    assert len(lines_of(unlisted, GID_SEED)) == 1 and len(lines_of(unlisted, GID_MEAN)) == 1
+    assert not lines_of(unlisted, GID_REFERENCE) and not unlisted.texts
+    assert "published final return" in [t.get_text() for t in fig.legends[0].get_texts()]
+
+
+def test_the_shipped_references_name_known_tasks_and_are_drawn_by_default(tmp_path):
+    from ppo_control.config import available_tasks
+    from ppo_control.plot import GID_REFERENCE_LABEL, REFERENCES_FILE, Run, learning_curves_figure, load_references, reference_sources
+
+    references = load_references()
+    assert REFERENCES_FILE.is_file() and set(references) <= set(available_tasks())
+    values = {task: {ref.source: ref.value for ref in refs} for task, refs in references.items()}
+    assert values["HalfCheetah"] == {"CleanRL": 1442.64, "SB3 zoo": 5819.099}
+    assert values["Hopper"] == {"CleanRL": 2382.86, "SB3 zoo": 2410.435}
+    assert "CleanRL" not in values["Ant"] and values["Pusher"] == {"CleanRL": -40.38}
+    assert reference_sources(references) == ["CleanRL", "SB3 zoo"]
+    assert all(ref.note for refs in references.values() for ref in refs)
+
+    fig = learning_curves_figure([Run(tmp_path, made_up_config("HalfCheetah", 0), made_up_rows([1.0]))], "time")
+    (ax,) = fig.axes
+    assert sorted(t.get_text() for t in ax.texts if t.get_gid() == GID_REFERENCE_LABEL) == ["CleanRL 1442.6", "SB3 zoo 5819.1"]
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("Hopper:\n  - {source: CleanRL}\n", "every entry needs a source (text) and a value (a number)"),
+        ("Hopper:\n  - {source: CleanRL, value: 1}\n  - {source: CleanRL, value: 2}\n", "two entries from 'CleanRL'"),
+        ("Hopper:\n  - {source: CleanRL, value: 1, steps: 1000000}\n", "unknown key(s) steps"),
+        ("Hopper: 2382.86\n", "expected a list of {source, value, note} entries"),
+    ],
+)
+def test_bad_references_file_is_one_clear_error(tmp_path, text, message):
+    from ppo_control.errors import UserError
+    from ppo_control.plot import load_references
+
+    path = tmp_path / "references.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=re.escape(message)):
+        load_references(path)
+    assert load_references(tmp_path / "absent.yaml") == {}
+
+
+def test_results_tables_give_worst_median_and_mean_of_the_final_policies(tmp_path):
+    """Made-up finished runs: Hopper (published references) with 3 seeds, one of which had a better
+    evaluation earlier and a checkpoints/best.pt; MyHopper (none) with 2 of 3 seeds finished."""
+    from omegaconf import OmegaConf
+
+    from ppo_control.benchmark import Job, write_results
+    from ppo_control.metrics import format_duration
+    from ppo_control.plot import load_references
+
+    finals = {"Hopper": [3295.1, 886.2, 3488.7], "MyHopper": [10.0, 30.0]}
+    jobs = []
+    for task, returns in finals.items():
+        for seed in range(3):
+            run_dir = tmp_path / "runs" / task / f"s{seed}"
+            jobs.append(Job(task, seed, run_dir, 400))
+            if seed >= len(returns):
+                continue  # never started
+            run_dir.mkdir(parents=True)
+            OmegaConf.save(OmegaConf.create(made_up_config(task, seed)), run_dir / "config.yaml")
+            evals = [5000.0, returns[seed]] if (task, seed) == ("Hopper", 1) else [returns[seed]]
+            (run_dir / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in made_up_rows(evals)))
+    (tmp_path / "runs" / "Hopper" / "s1" / "checkpoints").mkdir()
+    (tmp_path / "runs" / "Hopper" / "s1" / "checkpoints" / "best.pt").write_bytes(b"the step-300 policy (5000.0)")
+
+    write_results(tmp_path, jobs, "python -m ppo_control.benchmark (made up)")
+    rows = {row["task"]: row for row in read_csv(tmp_path / "results.csv")}
+    published = {ref.source: ref.value for ref in load_references()["Hopper"]}
+    wall = 2.0 + 4.0 + 4.0 + 4.0  # 4 updates: the first 2 s, then 4 s apart (see made_up_rows)
+    for task, returns in finals.items():
+        row = rows[task]
+        assert float(row["eval_return_worst"]) == min(returns)
+        assert float(row["eval_return_median"]) == pytest.approx(np.median(returns))
+        assert float(row["eval_return_mean"]) == pytest.approx(np.mean(returns))
+        assert float(row["eval_return_std"]) == pytest.approx(np.std(returns))
+        assert [float(v) for v in row["eval_returns"].split(";")] == returns
+        assert [float(v) for v in row["wall_clocks_s"].split(";")] == [wall] * len(returns)
+    assert rows["Hopper"]["eval_return_worst"] == "886.2" and rows["Hopper"]["eval_return_median"] == "3295.1"  # not 5000 (best.pt)
+    assert rows["MyHopper"]["eval_return_median"] == "20.0"
+    assert (float(rows["Hopper"]["CleanRL"]), float(rows["Hopper"]["SB3 zoo"])) == (published["CleanRL"], published["SB3 zoo"])
+    assert (rows["MyHopper"]["CleanRL"], rows["MyHopper"]["SB3 zoo"]) == ("", "")
+
+    table = (tmp_path / "results.md").read_text()
+    assert "never its checkpoints/best.pt" in table
+    assert (
+        "| task | preset | steps | seeds | worst | median | mean ± std | per seed | CleanRL | SB3 zoo | wall-clock per run | steps/s |"
+        in table
+    )
+    mean, std, clock = np.mean(finals["Hopper"]), np.std(finals["Hopper"]), format_duration(wall)
+    assert (
+        f"| Hopper | fast | 400 | 3 | 886.2 | 3295.1 | {mean:.1f} ± {std:.1f} | 3295.1, 886.2, 3488.7 | "
+        f"{published['CleanRL']:.1f} | {published['SB3 zoo']:.1f} | {clock} | {400 / wall:,.0f} |"
+    ) in table
+    assert f"| MyHopper | fast | 400 | 2 | 10.0 | 20.0 | 20.0 ± 10.0 | 10.0, 30.0 (not finished: s2) | - | - | {clock} |" in table
+    assert [r["seed"] for r in read_csv(tmp_path / "runs.csv")] == ["0", "1", "2", "0", "1"]
+    assert_image(tmp_path / "learning_curves.png")

@@ -80,7 +80,7 @@ def test_periodic_checkpoints_are_pruned(tmp_path):
     overrides = [o for o in TINY if not o.startswith("checkpoint.")]
     train_in_process(run_dir, "task=InvertedPendulum", "total_steps=640", *overrides, "checkpoint.every_steps=128", "checkpoint.keep=2")
     names = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
-    assert names == ["last.pt", "step_0000000512.pt", "step_0000000640.pt"]
+    assert names == ["best.pt", "last.pt", "step_0000000512.pt", "step_0000000640.pt"]  # best.pt is never pruned
 
 
 def test_same_seed_same_metrics(tmp_path):
