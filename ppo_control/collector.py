@@ -59,11 +59,16 @@ class RolloutCollector:
         reward_clip: float,
         scale_rewards: bool,
         device: torch.device | str = "cpu",
+        sequence_length: int | None = None,
     ):
+        """`sequence_length`: for a recurrent policy, the steps of a training sequence (its state is
+        stored at each sequence's start)."""
         self.envs, self.policy, self.device = envs, policy, torch.device(device)
-        self.storage = RolloutStorage(num_steps, envs.num_envs, policy.obs_dim, envs.info.action_dim, self.device)
+        sequences = (sequence_length, policy.memory.state_size) if policy.recurrent else (None, 0)
+        self.storage = RolloutStorage(num_steps, envs.num_envs, policy.obs_dim, envs.info.action_dim, self.device, *sequences)
         self.reward_scaler = RewardScaler(envs.num_envs, gamma, reward_clip, enabled=scale_rewards)
         self.history = ObservationHistory(policy.history)
+        self.state = policy.initial_state(envs.num_envs)  # the recurrent actor's state per sub-env (None: feed-forward)
 
     @property
     def obs(self) -> np.ndarray | None:
@@ -73,6 +78,7 @@ class RolloutCollector:
     def reset(self, seed: int) -> None:
         """Start a new episode in every sub-env (sub-env i seeded with seed + i)."""
         self.history.reset(self.envs.reset(seed))
+        self.state = self.policy.initial_state(self.envs.num_envs)
 
     def collect(self) -> Rollout:
         """Step the envs for one rollout, storing observations, actions, scaled rewards and episode ends.
@@ -88,7 +94,9 @@ class RolloutCollector:
         with torch.inference_mode():
             for t in range(storage.num_steps):
                 obs = torch.from_numpy(self.obs).to(device)
-                action = policy.sample_action(obs)
+                if self.state is not None and t % storage.sequence_length == 0:
+                    storage.sequence_states[t // storage.sequence_length] = self.state
+                action, self.state = policy.sample_action(obs, self.state)
                 result = self.envs.step(action.cpu().numpy())
                 if not all_finite(result):
                     raise self._nonfinite(result, t)
@@ -101,7 +109,10 @@ class RolloutCollector:
                     self._store_truncation_values(t, result)
                 rollout.episode_returns.extend(result.episode_returns.tolist())
                 rollout.episode_lengths.extend(result.episode_lengths.tolist())
-                self.history.step(result.obs, result.terminated | result.truncated)
+                done = result.terminated | result.truncated
+                self.history.step(result.obs, done)
+                if self.state is not None:  # a new episode starts from the initial (zero) state
+                    self.state = self.state * torch.from_numpy(~done).to(device).unsqueeze(-1)
             rollout.last_values = policy.value(policy.normalize(torch.from_numpy(self.obs).to(device)))
         return rollout
 
@@ -127,6 +138,7 @@ class RolloutCollector:
         env_state = self.envs.get_state()
         return {
             "obs": torch.from_numpy(self.obs.copy()),
+            "rnn_state": None if self.state is None else self.state.detach().cpu().clone(),
             "env_state": None if env_state is None else to_tensors(env_state),
             "reward_scaler": self.reward_scaler.state_dict(),
         }
@@ -139,4 +151,6 @@ class RolloutCollector:
             return False
         self.envs.set_state(to_numpy(state["env_state"]))
         self.history.load(state["obs"].numpy().copy())
+        if self.state is not None:
+            self.state = state["rnn_state"].to(self.device)
         return True

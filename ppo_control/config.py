@@ -54,6 +54,9 @@ class PolicyConfig:
     critic_obs: List[str] = MISSING
     actor_history: int = MISSING
     critic_history: int = MISSING
+    rnn: str = MISSING
+    rnn_size: int = MISSING
+    rnn_sequence_length: int = MISSING
 
 
 @dataclass
@@ -260,6 +263,8 @@ def compose(overrides: Overrides) -> DictConfig:
 
 # What may change when a run is resumed: anything else would alter the optimization it continues.
 # The one list: the error message and the README (checked by a test) are written from it.
+RNN_TYPES = ("none", "gru", "lstm")  # policy.rnn: the actor's recurrent layer
+
 RESUME_CHANGEABLE = ("total_steps", "device", "torch_threads", "dist_timeout", "env.num_threads", "eval.", "log.", "checkpoint.")
 RESUME_CHANGEABLE_TEXT = ", ".join(f"{key}*" if key.endswith(".") else key for key in RESUME_CHANGEABLE)
 
@@ -461,6 +466,21 @@ def validate(cfg: DictConfig) -> None:
             f"ppo.minibatches={ppo.minibatches} does not divide the batch size env.n_envs*ppo.rollout_steps="
             f"{env.n_envs}*{ppo.rollout_steps}={batch}; choose a divisor of {batch}"
         )
+    require(pol.rnn in RNN_TYPES, "policy.rnn", f"one of {', '.join(RNN_TYPES)}")
+    require(pol.rnn_size >= 1, "policy.rnn_size", ">= 1")
+    require(pol.rnn_sequence_length >= 1, "policy.rnn_sequence_length", ">= 1")
+    if pol.rnn != "none":
+        if ppo.rollout_steps % pol.rnn_sequence_length != 0:
+            raise ConfigError(
+                f"policy.rnn_sequence_length={pol.rnn_sequence_length} does not divide ppo.rollout_steps={ppo.rollout_steps}; "
+                f"choose a divisor of {ppo.rollout_steps}"
+            )
+        sequences = env.n_envs * ppo.rollout_steps // pol.rnn_sequence_length
+        if sequences % ppo.minibatches != 0:
+            raise ConfigError(
+                f"ppo.minibatches={ppo.minibatches} does not divide the {sequences} training sequences of a recurrent policy "
+                f"(env.n_envs*ppo.rollout_steps/policy.rnn_sequence_length); choose a divisor of {sequences}"
+            )
     require(finite("ppo.learning_rate") > 0, "ppo.learning_rate", "> 0")
     require(0 < finite("ppo.gamma") <= 1, "ppo.gamma", "in (0, 1]")
     require(0 <= finite("ppo.gae_lambda") <= 1, "ppo.gae_lambda", "in [0, 1]")

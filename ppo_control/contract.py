@@ -36,11 +36,11 @@ def _joint_element_names(model: mujoco.MjModel, prefix: str, axes: dict) -> list
 def _candidate_layouts(model: mujoco.MjModel, data: mujoco.MjData) -> list[tuple[list[str], np.ndarray]]:
     """(names, values) of the observation layouts of Gymnasium's MuJoCo tasks: qpos without the first
     k entries (the root's global position, excluded by default), qvel (Walker2d clips it to +-10),
-    optionally the clipped external contact forces of every body but the world."""
+    optionally the clipped external contact forces of every body but the world; and qpos alone."""
     qpos_names, qvel_names = _joint_element_names(model, "qpos", _QPOS_AXES), _joint_element_names(model, "qvel", _QVEL_AXES)
     cfrc_names = [f"cfrc_ext:{model.body(b).name or f'body{b}'}:{i}" for b in range(1, model.nbody) for i in range(6)]
     contact = np.clip(data.cfrc_ext[1:].ravel(), -1.0, 1.0)
-    layouts = []
+    layouts = [(qpos_names[k:], data.qpos[k:]) for k in range(0, 3)]  # positions only (partial_observation.py)
     for k in range(0, 3):
         for qvel in (data.qvel, np.clip(data.qvel, -10.0, 10.0)):
             names, values = qpos_names[k:] + qvel_names, np.concatenate([data.qpos[k:], qvel])

@@ -43,15 +43,32 @@ ONNX_INPUT = "obs"
 ONNX_OUTPUT = "action"
 ONNX_HISTORY_INPUT = "history"  # only for policies with history > 1
 ONNX_HISTORY_OUTPUT = "next_history"
+ONNX_RNN_INPUT = "rnn_state"  # only for recurrent policies
+ONNX_RNN_OUTPUT = "next_rnn_state"
+
+
+class NoMemory(nn.Module):
+    """The recurrent layer of a feed-forward policy: none (its state has size 0)."""
+
+    def __init__(self):
+        super().__init__()
+        self.state_size = 0
+
+    def forward(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x, state
 
 
 class DeployedPolicy(nn.Module):
     """obs [obs_dim] or [batch, obs_dim] (float32, raw) -> action of the same leading shape.
 
-    Computes exactly `ActorCritic.deterministic_action`: normalize each observation frame with the
+    Computes exactly `ActorCritic.deterministic_step`: normalize each observation frame with the
     frozen running statistics ((obs - mean) / sqrt(var + eps), clipped to +-obs_clip; skipped when
-    the run trained without observation normalization), run the actor MLP on the newest `history`
-    frames, oldest first, clip the mean action to the action bounds.
+    the run trained without observation normalization), take the newest `history` frames, oldest
+    first, through the recurrent layer if the policy has one (`rnn_state_size` > 0) and the actor
+    MLP, clip the mean action to the action bounds.
+
+    State (history > 1 or a recurrent layer) lives in the module between calls and is cleared by
+    `reset()`; `step` is the same computation as a pure function of explicit state (the ONNX graph).
     """
 
     def __init__(
@@ -65,20 +82,25 @@ class DeployedPolicy(nn.Module):
         action_high: torch.Tensor,
         metadata_json: str = "{}",
         history: int = 1,
+        memory: nn.Module | None = None,
     ):
         super().__init__()
         self.actor = actor
+        self.memory = memory if memory is not None else NoMemory()
         # Plain int/bool/str attributes survive scripting: C++ reads module.attr("obs_dim"), Python
         # reads module.obs_dim. (No class-level annotations: under `from __future__ import
         # annotations` TorchScript cannot resolve them; it infers these types from the values.)
         self.obs_dim = int(obs_mean.numel())
         self.action_dim = int(action_low.numel())
         self.history = int(history)
+        self.rnn_state_size = int(self.memory.state_size)
         self.normalize_obs = bool(normalize_obs)
         self.metadata_json = metadata_json
-        # The previous raw frames [batch, history - 1, obs_dim] (a plain attribute, not a buffer: it
-        # is state, not weights). Batch 0 means "after reset()": the next call fills it.
-        self.previous_frames = torch.zeros(0, max(self.history - 1, 0), self.obs_dim)
+        # The state: the previous raw frames [batch, history - 1, obs_dim] and the recurrent state
+        # [batch, rnn_state_size] (plain attributes, not buffers: state, not weights). Batch 0 means
+        # "after reset()": the next call starts an episode.
+        self.previous_frames = torch.zeros(0, self.history - 1, self.obs_dim)
+        self.rnn_state = torch.zeros(0, self.rnn_state_size)
         self.register_buffer("obs_mean", obs_mean.detach().to(torch.float32).clone())
         self.register_buffer("obs_std", obs_std.detach().to(torch.float32).clone())
         # A buffer rather than a constant so the weight hash covers it too.
@@ -96,10 +118,8 @@ class DeployedPolicy(nn.Module):
         obs_std = torch.sqrt(normalizer.var + normalizer.epsilon).to(torch.float32)
         if policy.actor_frame_index is not None:  # the export reads only the actor's groups, in the actor's order
             obs_mean, obs_std = obs_mean[policy.actor_frame_index], obs_std[policy.actor_frame_index]
-        # Exports live on the CPU; a controller moves the loaded module wherever it wants.
-        actor = copy.deepcopy(policy.actor_mean).to("cpu", torch.float32).eval()
-        for parameter in actor.parameters():
-            parameter.requires_grad_(False)
+        actor = _frozen_copy(policy.actor_mean)
+        memory = _frozen_copy(policy.memory) if policy.memory is not None else None
         module = cls(
             actor,
             obs_mean.cpu(),
@@ -109,6 +129,7 @@ class DeployedPolicy(nn.Module):
             policy.action_low.cpu(),
             policy.action_high.cpu(),
             history=policy.actor_history,
+            memory=memory,
         )
         module.eval()
         if metadata is not None:
@@ -117,48 +138,68 @@ class DeployedPolicy(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         obs = obs.to(torch.float32)
-        if self.history == 1:
+        if self.history == 1 and self.rnn_state_size == 0:  # no state: any batch, any call
             return self.act(obs)
         batch = obs.unsqueeze(0) if obs.dim() == 1 else obs
-        if self.previous_frames.size(0) == 0:  # the first step after reset(): the episode's first frame
+        if self.rnn_state.size(0) == 0:  # the first step after reset(): the episode's first frame and zero state
             self.previous_frames = batch.unsqueeze(1).repeat(1, self.history - 1, 1)
-        elif self.previous_frames.size(0) != batch.size(0):
+            self.rnn_state = torch.zeros(batch.size(0), self.rnn_state_size)
+        elif self.rnn_state.size(0) != batch.size(0):
             raise RuntimeError("the batch size changed within an episode; call reset() first")
-        action, self.previous_frames = self.step(batch, self.previous_frames)
+        action, self.previous_frames, self.rnn_state = self.step(batch, self.previous_frames, self.rnn_state)
         return action.squeeze(0) if obs.dim() == 1 else action
 
     @torch.jit.export
     def reset(self) -> None:
-        """Start of an episode: forget the previous frames (a no-op without history)."""
-        self.previous_frames = torch.zeros(0, max(self.history - 1, 0), self.obs_dim)
+        """Start of an episode: forget the previous frames and the recurrent state (a no-op for a
+        policy without either)."""
+        self.previous_frames = torch.zeros(0, self.history - 1, self.obs_dim)
+        self.rnn_state = torch.zeros(0, self.rnn_state_size)
 
-    def step(self, obs: torch.Tensor, previous_frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The pure step of a policy with history: obs [batch, obs_dim] and the previous frames
-        [batch, history - 1, obs_dim] -> (action, the frames to pass next time). The ONNX graph."""
+    def step(
+        self, obs: torch.Tensor, previous_frames: torch.Tensor, rnn_state: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One control step as a pure function: obs [batch, obs_dim], the previous frames [batch,
+        history - 1, obs_dim] and the recurrent state [batch, rnn_state_size] -> (action, the frames
+        and the state to pass next time)."""
         frames = torch.cat([previous_frames, obs.unsqueeze(1)], dim=1)
-        return self.act(frames), frames[:, 1:]
-
-    def act(self, frames: torch.Tensor) -> torch.Tensor:
-        """Action for raw frames [..., obs_dim] (history 1) or [batch, history, obs_dim]."""
+        x = frames
         if self.normalize_obs:
-            frames = torch.clamp((frames - self.obs_mean) / self.obs_std, -self.obs_clip, self.obs_clip)
-        if self.history > 1:
-            frames = frames.flatten(1)
-        mean = self.actor(frames)
+            x = torch.clamp((frames - self.obs_mean) / self.obs_std, -self.obs_clip, self.obs_clip)
+        features, rnn_state = self.memory(x.flatten(1), rnn_state)
+        return self.clip(self.actor(features)), frames[:, 1:], rnn_state
+
+    def act(self, obs: torch.Tensor) -> torch.Tensor:
+        """The stateless action for raw observations [..., obs_dim] (history 1, no recurrent layer)."""
+        if self.normalize_obs:
+            obs = torch.clamp((obs - self.obs_mean) / self.obs_std, -self.obs_clip, self.obs_clip)
+        return self.clip(self.actor(obs))
+
+    def clip(self, mean: torch.Tensor) -> torch.Tensor:
         return torch.maximum(torch.minimum(mean, self.action_high), self.action_low)
 
     def describe(self) -> dict[str, Any]:
-        """The facts about this module that its metadata must state (dims, bounds, hash)."""
+        """The facts about this module that its metadata must state (dims, bounds, state, hash)."""
         return {
             "obs_dim": self.obs_dim,
             "action_dim": self.action_dim,
             "history": self.history,
+            "rnn_state_size": self.rnn_state_size,
             "action_low": self.action_low.tolist(),
             "action_high": self.action_high.tolist(),
             "normalize_obs": self.normalize_obs,
             "obs_clip": float(self.obs_clip),
             "weights_sha256": weights_sha256(self.state_dict()),
         }
+
+
+def _frozen_copy(module: nn.Module) -> nn.Module:
+    """A float32 CPU copy for inference (exports live on the CPU; a controller moves the loaded
+    module wherever it wants)."""
+    module = copy.deepcopy(module).to("cpu", torch.float32).eval()
+    for parameter in module.parameters():
+        parameter.requires_grad_(False)
+    return module
 
 
 def weights_sha256(state: dict[str, torch.Tensor]) -> str:
@@ -245,12 +286,17 @@ def to_onnx_proto(module: DeployedPolicy, opset: int = ONNX_OPSET):
     examples = (torch.zeros(2, module.obs_dim),)  # batch 2, not 1: torch.export specializes size-1 dims
     inputs, outputs, dynamic = [ONNX_INPUT], [ONNX_OUTPUT], {"obs": {0: batch}}
     graph: nn.Module = module
-    if module.history > 1:
+    if module.history > 1 or module.rnn_state_size > 0:
         graph = _PureStep(module)
-        examples += (torch.zeros(2, module.history - 1, module.obs_dim),)
-        inputs.append(ONNX_HISTORY_INPUT)
-        outputs.append(ONNX_HISTORY_OUTPUT)
-        dynamic["previous_frames"] = {0: batch}
+        if module.history > 1:
+            examples += (torch.zeros(2, module.history - 1, module.obs_dim),)
+            inputs.append(ONNX_HISTORY_INPUT)
+            outputs.append(ONNX_HISTORY_OUTPUT)
+        if module.rnn_state_size > 0:
+            examples += (torch.zeros(2, module.rnn_state_size),)
+            inputs.append(ONNX_RNN_INPUT)
+            outputs.append(ONNX_RNN_OUTPUT)
+        dynamic = (tuple({0: batch} for _ in examples),)  # one spec per input of the *inputs argument
     onnx_logger = logging.getLogger("torch.onnx")
     level = onnx_logger.level
     onnx_logger.setLevel(logging.ERROR)  # otherwise it logs "torchvision is not installed" warnings
@@ -274,14 +320,20 @@ def to_onnx_proto(module: DeployedPolicy, opset: int = ONNX_OPSET):
 
 
 class _PureStep(nn.Module):
-    """A policy with history as a pure function (obs, previous frames) -> (action, next frames)."""
+    """A stateful policy as a pure function: (obs, [previous frames], [recurrent state]) ->
+    (action, [next frames], [next state]), each state input present only where the policy has it."""
 
     def __init__(self, policy: DeployedPolicy):
         super().__init__()
         self.policy = policy
 
-    def forward(self, obs: torch.Tensor, previous_frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.policy.step(obs.to(torch.float32), previous_frames.to(torch.float32))
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        policy = self.policy
+        obs, rest = inputs[0].to(torch.float32), list(inputs[1:])
+        frames = rest.pop(0).to(torch.float32) if policy.history > 1 else obs.new_zeros(obs.shape[0], 0, policy.obs_dim)
+        state = rest.pop(0).to(torch.float32) if policy.rnn_state_size > 0 else obs.new_zeros(obs.shape[0], 0)
+        action, frames, state = policy.step(obs, frames, state)
+        return (action, *([frames] if policy.history > 1 else []), *([state] if policy.rnn_state_size > 0 else []))
 
 
 def _atomic_write(path: Path, write: Callable[[Path], None], check: Callable[[Path], None] | None = None) -> None:

@@ -52,14 +52,15 @@ def evaluate_policy(
     generator = torch.Generator(device=device).manual_seed(seed)
     history = ObservationHistory(policy.history)
     obs = history.reset(envs.reset(seed))
+    state = policy.initial_state(n)
     with torch.inference_mode():
         while (finished < quota).any():
             obs_t = torch.from_numpy(obs).to(device)
             if deterministic:
-                action = policy.deterministic_action(obs_t)
+                action, state = policy.deterministic_step(obs_t, state)
             else:
-                dist = policy.distribution(policy.normalize(obs_t))
-                action = dist.mean + dist.stddev * torch.randn(dist.mean.shape, generator=generator, device=device)
+                mean, state = policy.action_mean(obs_t, state)
+                action = mean + policy.log_std.exp() * torch.randn(mean.shape, generator=generator, device=device)
             result = envs.step(action.cpu().numpy())
             ended = np.flatnonzero(result.terminated | result.truncated)
             for k, i in enumerate(ended):
@@ -67,5 +68,8 @@ def evaluate_policy(
                     returns.append(float(result.episode_returns[k]))
                     lengths.append(int(result.episode_lengths[k]))
                 finished[i] += 1
-            obs = history.step(result.obs, result.terminated | result.truncated)
+            done = result.terminated | result.truncated
+            obs = history.step(result.obs, done)
+            if state is not None:  # a new episode starts from the initial (zero) state
+                state = state * torch.from_numpy(~done).to(device).unsqueeze(-1)
     return np.asarray(returns), np.asarray(lengths)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import json
 import platform
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -136,9 +135,10 @@ def probe_observations(policy, count: int = PROBE_OBSERVATIONS):
 
 def probe_episodes(policy, count: int = PROBE_OBSERVATIONS):
     """Probe observations as [steps, batch, obs_dim] control steps: one step of the whole batch for
-    a feed-forward policy; for one with history, PROBE_STEPS steps with an episode start at the
-    first and the middle one, so the frames a stateful export keeps (and forgets) are checked too."""
-    steps = 1 if policy.history == 1 else PROBE_STEPS
+    a stateless policy; for one with history or a recurrent layer, PROBE_STEPS steps with an
+    episode start at the first and the middle one, so the state a stateful export keeps (and
+    forgets at reset) is checked too."""
+    steps = 1 if policy.history == 1 and not policy.recurrent else PROBE_STEPS
     obs = probe_observations(policy, count)
     return obs.view(count // steps, steps, -1).transpose(0, 1)  # each env's steps span the scales
 
@@ -156,61 +156,39 @@ def expected_actions(policy, episodes):
 
     history = ObservationHistory(policy.history)
     starts = episode_starts(len(episodes))
-    actions = []
+    actions, state = [], None
     with torch.inference_mode():
         for k, obs in enumerate(episodes.numpy()):
-            stacked = history.reset(obs) if k in starts else history.step(obs, np.zeros(len(obs), dtype=bool))
-            actions.append(policy.deterministic_action(torch.from_numpy(stacked)))
+            if k in starts:
+                stacked, state = history.reset(obs), policy.initial_state(len(obs))
+            else:
+                stacked = history.step(obs, np.zeros(len(obs), dtype=bool))
+            action, state = policy.deterministic_step(torch.from_numpy(stacked), state)
+            actions.append(action)
     return torch.stack(actions)
 
 
 def run_file(path: Path, fmt: str, episodes):
-    """Load `path` the way a user would and run it over `episodes` [steps, batch, obs_dim] (the
+    """Load `path` the way a user would (`load_policy`: plain torch.jit.load or onnxruntime, the
+    state fed back as a controller would) and run it over `episodes` [steps, batch, obs_dim] (the
     actor's groups), resetting at the episode starts: (batched actions [steps, batch, action_dim],
     actions of sub-env 0 fed one observation at a time [steps, action_dim])."""
     import numpy as np
-    import torch
 
-    from ppo_control.deploy import ONNX_HISTORY_INPUT, ONNX_INPUT
+    from ppo_control.loaded_policy import load_onnx, load_torchscript
 
     starts = episode_starts(len(episodes))
-    if fmt == "torchscript":
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit is deprecated in torch >= 2.10
-            module = torch.jit.load(str(path))
-
-        def run(batch_of):
-            actions = []
-            with torch.inference_mode():
-                for k, obs in enumerate(episodes):
-                    if k in starts:
-                        module.reset()
-                    actions.append(module(batch_of(obs)).numpy())
-            return np.stack(actions)
-
-        return run(lambda obs: obs), run(lambda obs: obs[0])
-
-    import onnxruntime
-
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    history = len(session.get_inputs()) > 1
+    load = load_torchscript if fmt == "torchscript" else load_onnx
 
     def run(batch_of):
-        actions, previous = [], None
+        policy, actions = load(path), []
         for k, obs in enumerate(episodes.numpy()):
-            feed = {ONNX_INPUT: batch_of(obs)}
-            if history:
-                if k in starts:  # the caller's side of reset(): the first frame, repeated
-                    shape = session.get_inputs()[1].shape
-                    previous = np.repeat(feed[ONNX_INPUT][:, None], shape[1], axis=1)
-                feed[ONNX_HISTORY_INPUT] = previous
-                action, previous = session.run(None, feed)
-            else:
-                action = session.run(None, feed)[0]
-            actions.append(action)
+            if k in starts:
+                policy.reset()
+            actions.append(policy(batch_of(obs)))
         return np.stack(actions)
 
-    return run(lambda obs: obs), run(lambda obs: obs[:1])[:, 0]
+    return run(lambda obs: obs), run(lambda obs: obs[0])
 
 
 def verify_file(path: Path, fmt: str, episodes, expected) -> float:
@@ -233,6 +211,7 @@ class ExportResult:
     metadata_json: str
     obs_dim: int
     history: int
+    stateful: bool  # history or a recurrent state: checked over probe episodes
 
 
 def export_policy(args: DictConfig) -> ExportResult:
@@ -264,8 +243,8 @@ def export_policy(args: DictConfig) -> ExportResult:
         save(module, out, check=check)
     except OSError as exc:
         raise UserError(f"cannot write '{out}': {exc.strerror or exc}") from None
-    probes = obs.shape[0] * obs.shape[1]
-    return ExportResult(out, loaded.checkpoint_path, probes, max_diff[0], module.metadata_json, module.obs_dim, module.history)
+    probes, stateful = obs.shape[0] * obs.shape[1], len(obs) > 1
+    return ExportResult(out, loaded.checkpoint_path, probes, max_diff[0], module.metadata_json, module.obs_dim, module.history, stateful)
 
 
 def main(argv: list[str]) -> None:
@@ -275,7 +254,7 @@ def main(argv: list[str]) -> None:
     print(f"wrote {out} ({args.format}, {out.stat().st_size / 1024:.1f} KiB) from {result.source_checkpoint}")
     print(
         f"verified: matches the training policy on {result.probe_count} probe observations"
-        f"{f' fed as {PROBE_STEPS} control steps with episode starts' if result.history > 1 else ''}, single and batched "
+        f"{f' fed as {PROBE_STEPS} control steps with episode starts' if result.stateful else ''}, single and batched "
         f"(max |diff| {result.max_diff:.2g})"
     )
     print("metadata:")

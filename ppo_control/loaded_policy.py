@@ -67,9 +67,9 @@ def load_policy(path: Path, checkpoint: str | None = None) -> Policy:
     if not path.is_file():
         raise UserError(f"'{path}' does not exist; give a run directory, a checkpoint (.pt) or an export (.pt, .onnx)")
     if path.suffix == ".onnx":
-        return _from_onnx(path)
+        return load_onnx(path)
     if _is_torchscript(path):
-        return _from_torchscript(path)
+        return load_torchscript(path)
     return _from_run(path.parent.parent, str(path))  # <run>/checkpoints/<name>.pt
 
 
@@ -88,7 +88,9 @@ def _from_run(run_dir: Path, checkpoint: str | None) -> Policy:
     loaded = load_run(run_dir, checkpoint)
     policy, index = loaded.policy, loaded.policy.actor_frame_index
     obs_dim = loaded.env_info.obs_dim if index is None else len(index)  # like an export: the actor's groups only
+    stateful = policy.history > 1 or policy.recurrent
     history = ObservationHistory(policy.history)
+    state: list[torch.Tensor | None] = [None]  # the recurrent state between calls
 
     def act(obs: np.ndarray) -> np.ndarray:
         frame = obs.reshape(-1, obs_dim)
@@ -96,14 +98,15 @@ def _from_run(run_dir: Path, checkpoint: str | None) -> Policy:
             full = np.zeros((len(frame), loaded.env_info.obs_dim), dtype=np.float32)
             full[:, index.numpy()] = frame
             frame = full
-        if history.length == 1 or history.stacked is None:  # no state without history
-            stacked = history.reset(frame)
+        if not stateful or history.stacked is None:  # an episode's first step (or no state at all)
+            stacked, state[0] = history.reset(frame), policy.initial_state(len(frame))
         elif len(history.stacked) != len(frame):
             raise UserError(f"the batch size changed from {len(history.stacked)} to {len(frame)} within an episode; call reset() first")
         else:
             stacked = history.step(frame, np.zeros(len(frame), dtype=bool))
         with torch.inference_mode():
-            action = policy.deterministic_action(torch.from_numpy(stacked)).numpy()
+            action, state[0] = policy.deterministic_step(torch.from_numpy(stacked), state[0])
+        action = action.numpy()
         return action[0] if obs.ndim == 1 else action
 
     def reset() -> None:
@@ -113,7 +116,8 @@ def _from_run(run_dir: Path, checkpoint: str | None) -> Policy:
     return Policy(act, obs_dim, loaded.env_info.action_dim, loaded.checkpoint_path, metadata, reset, policy.actor_history)
 
 
-def _from_torchscript(path: Path) -> Policy:
+def load_torchscript(path: Path) -> Policy:
+    """An exported TorchScript file, through plain torch.jit.load (its state lives in the module)."""
     from ppo_control.deploy import METADATA_FILE
 
     extra = {METADATA_FILE: ""}
@@ -133,28 +137,32 @@ def _from_torchscript(path: Path) -> Policy:
     return Policy(act, int(module.obs_dim), int(module.action_dim), path, json.loads(extra[METADATA_FILE] or "{}"), reset, history)
 
 
-def _from_onnx(path: Path) -> Policy:
+def load_onnx(path: Path) -> Policy:
+    """An exported ONNX file through onnxruntime; its state (history, recurrent state) is fed back
+    from call to call here, as a controller would: at an episode start the first observation
+    repeated as history and a zero recurrent state."""
     try:
         import onnxruntime
     except ImportError:
         raise UserError("loading an ONNX policy needs onnxruntime (pip install onnxruntime)") from None
-    from ppo_control.deploy import METADATA_FILE, ONNX_HISTORY_INPUT, ONNX_INPUT
+    from ppo_control.deploy import METADATA_FILE, ONNX_HISTORY_INPUT, ONNX_INPUT, ONNX_RNN_INPUT
 
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     metadata = json.loads(session.get_modelmeta().custom_metadata_map.get(METADATA_FILE, "{}"))
-    history = int(metadata.get("history", 1))
-    previous: list[np.ndarray] = []  # the frames the graph handed back last step; empty after reset
+    history, rnn_state_size = int(metadata.get("history", 1)), int(metadata.get("rnn_state_size", 0))
+    state_inputs = [name for name, used in ((ONNX_HISTORY_INPUT, history > 1), (ONNX_RNN_INPUT, rnn_state_size > 0)) if used]
+    state: dict[str, np.ndarray] = {}  # what the graph handed back last step; empty after reset
 
     def act(obs: np.ndarray) -> np.ndarray:
         batch = obs.reshape(-1, obs.shape[-1])  # the graph takes [batch, obs_dim]
-        if history == 1:
-            action = session.run(None, {ONNX_INPUT: batch})[0]
-        else:
-            if not previous:  # an episode start: the first frame stands for the whole history
-                previous.append(np.repeat(batch[:, None], history - 1, axis=1))
-            elif len(previous[0]) != len(batch):
-                raise UserError(f"the batch size changed from {len(previous[0])} to {len(batch)} within an episode; call reset() first")
-            action, previous[0] = session.run(None, {ONNX_INPUT: batch, ONNX_HISTORY_INPUT: previous[0]})
+        if state_inputs and not state:  # an episode start
+            state[ONNX_HISTORY_INPUT] = np.repeat(batch[:, None], history - 1, axis=1)
+            state[ONNX_RNN_INPUT] = np.zeros((len(batch), rnn_state_size), dtype=np.float32)
+        elif state and len(state[ONNX_RNN_INPUT]) != len(batch):
+            before = len(state[ONNX_RNN_INPUT])
+            raise UserError(f"the batch size changed from {before} to {len(batch)} within an episode; call reset() first")
+        action, *next_state = session.run(None, {ONNX_INPUT: batch, **{name: state[name] for name in state_inputs}})
+        state.update(zip(state_inputs, next_state))
         return action[0] if obs.ndim == 1 else action
 
-    return Policy(act, int(metadata["obs_dim"]), int(metadata["action_dim"]), path, metadata, previous.clear, history)
+    return Policy(act, int(metadata["obs_dim"]), int(metadata["action_dim"]), path, metadata, state.clear, history)

@@ -1,7 +1,8 @@
 """ActorCritic: observation normalizer + Gaussian actor (state-independent log-std) + separate critic.
 
 Its input is a stack of the `history` most recent observation frames (history.py), flattened
-oldest first; with history 1 that is the observation itself.
+oldest first; with history 1 that is the observation itself. With `rnn` (gru or lstm) the actor
+carries a recurrent state from step to step (`Memory`); the critic stays feed-forward.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import math
 import numpy as np
 import torch
 from torch import nn
-from torch.distributions import Normal
 
 from ppo_control.history import stacked_index
 from ppo_control.normalization import RunningMeanStd
@@ -36,11 +36,58 @@ def _orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
     return layer
 
 
+class Memory(nn.Module):
+    """A recurrent layer (GRU or LSTM cell) between the actor's input and its MLP, stepped one
+    control step at a time, in acting, training and export alike (so they compute the same thing).
+
+    Its state is one tensor [batch, state_size] (the LSTM's h and c side by side); zeros are the
+    state at an episode's start. `forward(x, state)` is one step: (features, next state);
+    `state_size` is an int attribute of each kind.
+    """
+
+    def sequence(self, x: torch.Tensor, state: torch.Tensor, episode_starts: torch.Tensor) -> torch.Tensor:
+        """Features [L, batch, hidden] over sequences x [L, batch, input]: from `state` at the first
+        step, and from zeros wherever `episode_starts` [L, batch] marks a new episode."""
+        features = []
+        for t in range(x.shape[0]):
+            state = state * (~episode_starts[t]).unsqueeze(-1).to(state.dtype)
+            h, state = self(x[t], state)
+            features.append(h)
+        return torch.stack(features)
+
+
+class GRUMemory(Memory):
+    def __init__(self, input_size: int, hidden_size: int):
+        super().__init__()
+        self.state_size = hidden_size
+        self.cell = nn.GRUCell(input_size, hidden_size)
+
+    def forward(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.cell(x, state)
+        return h, h
+
+
+class LSTMMemory(Memory):
+    def __init__(self, input_size: int, hidden_size: int):
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.state_size = 2 * hidden_size
+        self.cell = nn.LSTMCell(input_size, hidden_size)
+
+    def forward(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h, c = self.cell(x, (state[:, : self.hidden_size], state[:, self.hidden_size :]))
+        return h, torch.cat([h, c], dim=-1)
+
+
+MEMORIES = {"gru": GRUMemory, "lstm": LSTMMemory}
+
+
 class ActorCritic(nn.Module):
     """The whole learned controller. Raw observations in; the normalizer is part of the module.
 
     The normalizer's statistics change only when the trainer calls `obs_normalizer.update`; every
     forward path here reads them frozen, so evaluation and export see exactly the trained statistics.
+    Recurrent policies take and return their state (`initial_state`); feed-forward ones pass None.
     """
 
     def __init__(
@@ -58,10 +105,12 @@ class ActorCritic(nn.Module):
         critic_index: list[int] | None = None,
         actor_history: int = 1,
         critic_history: int = 1,
+        rnn: str = "none",
+        rnn_size: int = 128,
     ):
         """`obs_dim` is one frame's size; `actor_index`/`critic_index` pick each network's groups
         from a frame (None = the whole frame), `actor_history`/`critic_history` how many of the most
-        recent frames it reads."""
+        recent frames it reads; `rnn` puts a recurrent layer of `rnn_size` units before the actor's MLP."""
         super().__init__()
         self.normalize_obs = normalize_obs
         self.frame_dim = obs_dim
@@ -84,11 +133,22 @@ class ActorCritic(nn.Module):
             self.register_buffer(name, None if index is None else torch.as_tensor(index, dtype=torch.long), persistent=False)
         actor_in = self.obs_dim if self.actor_index is None else len(self.actor_index)
         critic_in = self.obs_dim if self.critic_index is None else len(self.critic_index)
-        self.actor_mean = mlp(actor_in, list(hidden_sizes), action_dim, activation, head_gain=0.01)
+        self.memory = MEMORIES[rnn](actor_in, rnn_size) if rnn != "none" else None
+        self.actor_mean = mlp(rnn_size if self.memory else actor_in, list(hidden_sizes), action_dim, activation, head_gain=0.01)
         self.critic = mlp(critic_in, list(hidden_sizes), 1, activation, head_gain=1.0)
         self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
         self.register_buffer("action_low", torch.as_tensor(action_low, dtype=torch.float32))
         self.register_buffer("action_high", torch.as_tensor(action_high, dtype=torch.float32))
+
+    @property
+    def recurrent(self) -> bool:
+        return self.memory is not None
+
+    def initial_state(self, batch: int) -> torch.Tensor | None:
+        """The actor's state at an episode's start, [batch, state_size] zeros (None if feed-forward)."""
+        if self.memory is None:
+            return None
+        return torch.zeros(batch, self.memory.state_size, device=self.log_std.device)
 
     def normalize(self, obs: torch.Tensor) -> torch.Tensor:
         """Raw stacked input [..., obs_dim] -> normalized, every frame with the same statistics."""
@@ -108,32 +168,53 @@ class ActorCritic(nn.Module):
     def critic_input(self, norm_obs: torch.Tensor) -> torch.Tensor:
         return norm_obs if self.critic_index is None else norm_obs.index_select(-1, self.critic_index)
 
-    def distribution(self, norm_obs: torch.Tensor) -> Normal:
-        mean = self.actor_mean(self.actor_input(norm_obs))
-        return Normal(mean, self.log_std.exp().expand_as(mean), validate_args=False)  # checks cost ~20% of an update
-
     def value(self, norm_obs: torch.Tensor) -> torch.Tensor:
         return self.critic(self.critic_input(norm_obs)).squeeze(-1)
 
-    def sample_action(self, obs: torch.Tensor) -> torch.Tensor:
-        """One rollout step: a sampled (unclipped) action for raw observations. The cheapest path
-        (actor only): log-probs and values of the whole rollout are computed afterwards in one
-        batched `evaluate_actions`, as the policy does not change during a rollout."""
-        mean = self.actor_mean(self.actor_input(self.normalize(obs)))
-        return mean + self.log_std.exp() * torch.randn_like(mean)
+    def action_mean(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One control step for raw observations [batch, obs_dim]: (the actor's mean action, unclipped;
+        the next state)."""
+        x = self.actor_input(self.normalize(obs))
+        if self.memory is not None:
+            x, state = self.memory(x, state)
+        return self.actor_mean(x), state
 
-    def evaluate_actions(self, norm_obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def sample_action(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One rollout step: (a sampled, unclipped action; the next state). The cheapest path (actor
+        only): log-probs and values of the whole rollout are computed afterwards in one batched
+        `evaluate_actions`, as the policy does not change during a rollout."""
+        mean, state = self.action_mean(obs, state)
+        return mean + self.log_std.exp() * torch.randn_like(mean), state
+
+    def deterministic_step(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The mean action clipped to the action bounds (what evaluation and deployment run) and the next state."""
+        mean, state = self.action_mean(obs, state)
+        return torch.maximum(torch.minimum(mean, self.action_high), self.action_low), state
+
+    def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """`deterministic_step` of a feed-forward policy (a recurrent one needs its state)."""
+        if self.memory is not None:
+            raise TypeError("a recurrent policy acts with its state: use deterministic_step(obs, state)")
+        return self.deterministic_step(obs)[0]
+
+    def evaluate_actions(
+        self, norm_obs: torch.Tensor, actions: torch.Tensor, memory: tuple[torch.Tensor, torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """For the PPO loss: (log-prob of `actions` summed over action dims, entropy, value), per sample.
+
+        Feed-forward: samples [batch, ...]. Recurrent: whole sequences [batch, L, ...], with
+        `memory` = (the actor's state at each sequence's first step [batch, state_size], episode
+        starts [batch, L]); the state is carried through each sequence and zeroed where an episode
+        starts (truncated backpropagation through time over the L steps).
 
         The diagonal Gaussian written out (what torch.distributions.Normal computes, in fewer ops:
         this runs once per minibatch). Its entropy does not depend on the observation."""
-        mean = self.actor_mean(self.actor_input(norm_obs))
+        x = self.actor_input(norm_obs)
+        if self.memory is not None:
+            states, starts = memory
+            x = self.memory.sequence(x.transpose(0, 1), states, starts.transpose(0, 1)).transpose(0, 1)
+        mean = self.actor_mean(x)
         z = (actions - mean) * torch.exp(-self.log_std)
         log_prob = -0.5 * z.pow(2).sum(-1) - (self.log_std.sum() + 0.5 * LOG_2PI * self.log_std.numel())
-        entropy = (self.log_std.sum() + (0.5 + 0.5 * LOG_2PI) * self.log_std.numel()).expand(mean.shape[0])
+        entropy = (self.log_std.sum() + (0.5 + 0.5 * LOG_2PI) * self.log_std.numel()).expand(mean.shape[:-1])
         return log_prob, entropy, self.value(norm_obs)
-
-    def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
-        """The mean action, clipped to the action bounds: what evaluation and deployment run."""
-        mean = self.actor_mean(self.actor_input(self.normalize(obs)))
-        return torch.maximum(torch.minimum(mean, self.action_high), self.action_low)

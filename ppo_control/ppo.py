@@ -21,7 +21,11 @@ MIN_ADAPTIVE_LR, MAX_ADAPTIVE_LR = 1e-6, 1e-2
 
 @dataclass
 class Batch:
-    """Flat [batch, ...] training data for one update. `obs` is already normalized."""
+    """Training data for one update. `obs` is already normalized.
+
+    Feed-forward policies: flat [batch, ...] transitions. Recurrent ones: whole sequences
+    [batch, L, ...], with the actor's state at each sequence's start (`states`) and where episodes
+    start inside them (`episode_starts`); shuffling and minibatches then move whole sequences."""
 
     obs: torch.Tensor
     actions: torch.Tensor
@@ -29,17 +33,26 @@ class Batch:
     values: torch.Tensor
     advantages: torch.Tensor
     returns: torch.Tensor
+    states: torch.Tensor | None = None
+    episode_starts: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.obs.shape[0]
 
+    @property
+    def memory(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        return None if self.states is None else (self.states, self.episode_starts)
+
+    def _map(self, take) -> Batch:
+        return Batch(*(None if (value := getattr(self, name)) is None else take(value) for name in self.__dataclass_fields__))
+
     def subset(self, index: torch.Tensor) -> Batch:
-        return Batch(*(getattr(self, name)[index] for name in self.__dataclass_fields__))
+        return self._map(lambda x: x[index])
 
     def minibatches(self, count: int) -> list[Batch]:
         """`count` equal consecutive slices (views, no copies)."""
         size = len(self) // count
-        return [Batch(*(getattr(self, name)[k * size : (k + 1) * size] for name in self.__dataclass_fields__)) for k in range(count)]
+        return [self._map(lambda x, k=k: x[k * size : (k + 1) * size]) for k in range(count)]
 
 
 def prepare_batch(policy: nn.Module, storage: RolloutStorage, last_values: torch.Tensor, gamma: float, gae_lambda: float) -> Batch:
@@ -48,6 +61,8 @@ def prepare_batch(policy: nn.Module, storage: RolloutStorage, last_values: torch
     Observations are normalized with the statistics the policy acted with (the caller updates the
     normalizer only after this), so the stored log-probs are those of the acting policy.
     """
+    if storage.sequence_length is not None:
+        return prepare_sequence_batch(policy, storage, last_values, gamma, gae_lambda)
     raw_obs = storage.observations.view(-1, storage.observations.shape[-1])
     actions = storage.actions.view(-1, storage.actions.shape[-1])
     with torch.no_grad():
@@ -57,6 +72,21 @@ def prepare_batch(policy: nn.Module, storage: RolloutStorage, last_values: torch
     return Batch(
         obs=norm_obs, actions=actions, log_probs=log_probs, values=values, advantages=advantages.view(-1), returns=returns.view(-1)
     )
+
+
+def prepare_sequence_batch(policy: nn.Module, storage: RolloutStorage, last_values: torch.Tensor, gamma: float, gae_lambda: float) -> Batch:
+    """`prepare_batch` for a recurrent policy: the rollout cut into sequences of
+    storage.sequence_length steps, the actor replayed over each from its stored starting state
+    (exactly how the update will evaluate it), GAE over the rollout as usual."""
+    seq = storage.to_sequences
+    norm_obs = policy.normalize(seq(storage.observations))
+    actions = seq(storage.actions)
+    states = storage.sequence_states.reshape(-1, storage.sequence_states.shape[-1])
+    starts = seq(storage.episode_starts())
+    with torch.no_grad():
+        log_probs, _, values = policy.evaluate_actions(norm_obs, actions, (states, starts))
+    advantages, returns = storage.compute_advantages(storage.from_sequences(values), last_values, gamma, gae_lambda)
+    return Batch(norm_obs, actions, log_probs, values, seq(advantages), seq(returns), states, starts)
 
 
 def clipped_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, clip_range: float) -> torch.Tensor:
@@ -152,12 +182,12 @@ def ppo_update(
         # minibatch would cost more than the small networks' forward pass.
         order = torch.randperm(batch_size, generator=generator).to(batch.obs.device)
         for mb in batch.subset(order).minibatches(hp.minibatches):
-            log_probs, entropy, values = policy.evaluate_actions(mb.obs, mb.actions)
+            log_probs, entropy, values = policy.evaluate_actions(mb.obs, mb.actions, mb.memory)
             log_ratio = log_probs - mb.log_probs
             ratio = log_ratio.exp()
 
             advantages = mb.advantages
-            if hp.normalize_adv and len(advantages) > 1:
+            if hp.normalize_adv and advantages.numel() > 1:
                 advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
             policy_loss = -clipped_surrogate(ratio, advantages, hp.clip_range).mean()
             v_loss = value_loss(values, mb.values, mb.returns, value_clip)

@@ -151,6 +151,8 @@ def build_policy(cfg: DictConfig, info: EnvInfo) -> ActorCritic:
         critic_index=group_index(info.groups, list(cfg.policy.critic_obs), "policy.critic_obs"),
         actor_history=int(cfg.policy.actor_history),
         critic_history=int(cfg.policy.critic_history),
+        rnn=str(cfg.policy.rnn),
+        rnn_size=int(cfg.policy.rnn_size),
     )
 
 

@@ -13,13 +13,29 @@ class RolloutStorage:
     batch once, with the same frozen statistics the policy used while acting, and computes the
     log-probs and values in one batched pass then (so they are not stored per step).
     `truncation_values[t, i]` is V(final observation) where env i was truncated at step t (else 0).
+    A recurrent policy's state is kept at the start of every sequence of `sequence_length` steps:
+    training replays the actor over those sequences from there.
     What the envs hand back (rewards, terminated, truncated) is numpy: it is written every step
     through zero-copy numpy views of CPU tensors, which GAE (a CPU loop) reads directly.
     """
 
-    def __init__(self, num_steps: int, num_envs: int, obs_dim: int, action_dim: int, device: torch.device | str = "cpu"):
+    def __init__(
+        self,
+        num_steps: int,
+        num_envs: int,
+        obs_dim: int,
+        action_dim: int,
+        device: torch.device | str = "cpu",
+        sequence_length: int | None = None,
+        state_size: int = 0,
+    ):
+        """For a recurrent policy, `sequence_length` (dividing num_steps) and the size of its state:
+        `sequence_states[k]` is the actor's state at step k * sequence_length."""
         self.num_steps, self.num_envs = num_steps, num_envs
         shape = (num_steps, num_envs)
+        self.sequence_length = sequence_length
+        if sequence_length is not None:
+            self.sequence_states = torch.zeros(num_steps // sequence_length, num_envs, state_size, device=device)
         self.observations = torch.zeros(*shape, obs_dim, device=device)
         self.actions = torch.zeros(*shape, action_dim, device=device)
         self.truncation_values = torch.zeros(shape, device=device)
@@ -27,6 +43,25 @@ class RolloutStorage:
         self.terminated = torch.zeros(shape, dtype=torch.bool)
         self.truncated = torch.zeros(shape, dtype=torch.bool)
         self.rewards_np, self.terminated_np, self.truncated_np = self.rewards.numpy(), self.terminated.numpy(), self.truncated.numpy()
+
+    def episode_starts(self) -> torch.Tensor:
+        """[T, N] bool: step t begins an episode of env i (its previous step ended one). False at
+        t = 0: the state kept there already starts any episode that began before the rollout."""
+        done = self.terminated | self.truncated
+        starts = torch.zeros_like(done)
+        starts[1:] = done[:-1]
+        return starts.to(self.observations.device)
+
+    def to_sequences(self, x: torch.Tensor) -> torch.Tensor:
+        """[T, N, ...] -> [(T / L) * N, L, ...]: consecutive L-step pieces of each env's rollout, in
+        the order of `sequence_states` flattened ([T / L, N] -> (T / L) * N)."""
+        count, length = self.num_steps // self.sequence_length, self.sequence_length
+        return x.reshape(count, length, self.num_envs, *x.shape[2:]).transpose(1, 2).reshape(count * self.num_envs, length, *x.shape[2:])
+
+    def from_sequences(self, x: torch.Tensor) -> torch.Tensor:
+        """The inverse of `to_sequences`."""
+        count, length = self.num_steps // self.sequence_length, self.sequence_length
+        return x.reshape(count, self.num_envs, length, *x.shape[2:]).transpose(1, 2).reshape(self.num_steps, self.num_envs, *x.shape[2:])
 
     def compute_advantages(
         self, values: torch.Tensor, last_values: torch.Tensor, gamma: float, gae_lambda: float

@@ -150,7 +150,14 @@ class Trainer:
             torch.manual_seed(cfg.seed + RANK_SEED_STRIDE * self.dist.rank)  # each rank samples its own actions
         self.learner = PPOLearner(self.policy, cfg.ppo, cfg.total_steps, self.generator, self.dist)
         self.collector = RolloutCollector(
-            self.envs, self.policy, cfg.ppo.rollout_steps, cfg.ppo.gamma, cfg.normalize.reward_clip, cfg.normalize.reward, self.device
+            self.envs,
+            self.policy,
+            cfg.ppo.rollout_steps,
+            cfg.ppo.gamma,
+            cfg.normalize.reward_clip,
+            cfg.normalize.reward,
+            self.device,
+            cfg.policy.rnn_sequence_length,
         )
         self.progress = Progress()
         self.eval_envs = None

@@ -306,6 +306,7 @@ def record_episode(
     obs, _ = env.reset(seed=seed)
     history = ObservationHistory(policy.history)
     policy_input = history.reset(np.asarray(obs, dtype=np.float32).reshape(1, -1))
+    state = policy.initial_state(1)
     low, high = env.action_space.low.reshape(-1), env.action_space.high.reshape(-1)
     dt = float(getattr(env.unwrapped, "dt", 1.0 / fps))
     episode_return, length = 0.0, 0
@@ -318,7 +319,8 @@ def record_episode(
         write_frame()
         for _ in range(MAX_VIDEO_STEPS):
             with torch.inference_mode():
-                action = policy.deterministic_action(torch.as_tensor(policy_input, device=device)).cpu().numpy()[0]
+                action, state = policy.deterministic_step(torch.as_tensor(policy_input, device=device), state)
+                action = action.cpu().numpy()[0]
             obs, reward, terminated, truncated, _ = env.step(np.clip(action, low, high))
             policy_input = history.step(np.asarray(obs, dtype=np.float32).reshape(1, -1), np.zeros(1, dtype=bool))
             episode_return += float(np.float32(reward))

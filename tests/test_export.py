@@ -460,47 +460,53 @@ def onnx_installed() -> bool:
 
 
 HISTORY = 3
-HISTORY_EPISODE_STEPS = 20  # at most; an episode that terminates earlier is shorter
 
 
-@pytest.fixture(scope="module")
-def history_run(tmp_path_factory):
-    """A tiny Hopper run with policy.actor_history=3, exported as TorchScript and (where the onnx
-    packages are installed) ONNX, in parallel."""
-    run_dir = tmp_path_factory.mktemp("history") / "h3"
-    overrides = ("task=Hopper", "total_steps=256", f"policy.actor_history={HISTORY}", *TINY, f"run_dir={run_dir}")
+STATEFUL = {  # the two kinds of state an exported policy keeps
+    "history": {"settings": [f"policy.actor_history={HISTORY}"], "history": HISTORY, "rnn_state": 0},
+    "lstm": {"settings": ["policy.rnn=lstm", "policy.rnn_size=16"], "history": 1, "rnn_state": 32},
+}
+
+
+@pytest.fixture(scope="module", params=sorted(STATEFUL))
+def stateful_run(request, tmp_path_factory):
+    """A tiny Hopper run with observation history or an LSTM, exported as TorchScript and (where
+    the onnx packages are installed) ONNX, in parallel."""
+    run_dir = tmp_path_factory.mktemp(request.param) / request.param
+    overrides = ("task=Hopper", "total_steps=256", *STATEFUL[request.param]["settings"], *TINY, f"run_dir={run_dir}")
     finish(popen_module("ppo_control.train", *overrides))
     formats = ["torchscript"] + (["onnx"] if onnx_installed() else [])
     processes = [popen_module("ppo_control.export", f"run={run_dir}", f"format={fmt}") for fmt in formats]
     for process in processes:
         finish(process)
-    return run_dir
+    return request.param, run_dir
 
 
 @pytest.mark.slow
-def test_cpp_episode_mode_steps_a_stateful_policy_like_python(cpp_build, history_run, tmp_path):
-    """Two real Hopper episodes, stepped from C++ with reset() at each start, act exactly like the
-    TorchScript module in Python, the ONNX graph with its history fed back, and the training policy."""
+def test_cpp_episode_mode_steps_a_stateful_policy_like_python(cpp_build, stateful_run, tmp_path):
+    """Two whole real Hopper episodes, stepped from C++ with reset() at each start, act exactly like
+    the TorchScript module in Python, the ONNX graph with its state fed back, and the training policy."""
     import gymnasium as gym
 
     from ppo_control.api import load_policy
 
-    binary, exported = cpp_binary(cpp_build), str(history_run / "export" / "policy.pt")
+    kind, run_dir = stateful_run
+    expected = STATEFUL[kind]
+    binary, exported = cpp_binary(cpp_build), str(run_dir / "export" / "policy.pt")
     # (c) the training policy drives a real env: its observations are the episodes, its actions the reference
-    policy = load_policy(history_run)
-    assert policy.history == HISTORY
+    policy = load_policy(run_dir)
+    assert policy.history == expected["history"]
     env = gym.make("Hopper-v5")
     episodes, reference = [], []
     for seed in (ROLLOUT_SEED, ROLLOUT_SEED + 1):
         policy.reset()
         obs, _ = env.reset(seed=seed)
-        frames = []
-        for _ in range(HISTORY_EPISODE_STEPS):
+        frames, done = [], False
+        while not done:  # the whole episode: this barely trained policy falls within tens of steps
             frames.append(np.asarray(obs, dtype=np.float32))
             reference.append(policy(frames[-1]))
             obs, _, terminated, truncated, _ = env.step(reference[-1])
-            if terminated or truncated:
-                break
+            done = terminated or truncated
         assert len(frames) > HISTORY, "the episode must outlast the history, or the state is never exercised"
         episodes.append(frames)
     env.close()
@@ -509,7 +515,8 @@ def test_cpp_episode_mode_steps_a_stateful_policy_like_python(cpp_build, history
     obs_file = tmp_path / "episodes.txt"
     write_observations(obs_file, [*episodes[0], "reset", *episodes[1]])
     lines, actions = run_cpp(binary, exported, "--episode", str(obs_file))
-    assert "history: 3" in lines and "control period: 0.008 s" in lines
+    assert f"history: {expected['history']}" in lines and f"recurrent state: {expected['rnn_state']}" in lines
+    assert "control period: 0.008 s" in lines
     assert "actions: thigh_joint leg_joint foot_joint" in lines
     assert actions.shape == reference.shape
     np.testing.assert_allclose(actions, reference, rtol=0, atol=ATOL)
@@ -522,7 +529,7 @@ def test_cpp_episode_mode_steps_a_stateful_policy_like_python(cpp_build, history
             module.reset()
             scripted += [module(torch.from_numpy(frame)).numpy() for frame in frames]
     np.testing.assert_allclose(actions, np.stack(scripted), rtol=0, atol=ATOL)
-    # the history matters: without it (every step an episode start) the actions are different
+    # the state matters: without it (every step an episode start) the actions are different
     memoryless = []
     with torch.inference_mode():
         for frame in [frame for frames in episodes for frame in frames]:
@@ -530,16 +537,21 @@ def test_cpp_episode_mode_steps_a_stateful_policy_like_python(cpp_build, history
             memoryless.append(module(torch.from_numpy(frame)).numpy())
     assert np.abs(np.stack(memoryless) - actions).max() > 100 * ATOL
 
-    # (b) the ONNX graph, the previous frames fed back explicitly (the first frame repeated at a start)
+    # (b) the ONNX graph, its state fed back explicitly: at a start the first frame repeated as the
+    # history and a zero recurrent state
     if onnx_installed():
         import onnxruntime
 
-        session = onnxruntime.InferenceSession(str(history_run / "export" / "policy.onnx"), providers=["CPUExecutionProvider"])
+        session = onnxruntime.InferenceSession(str(run_dir / "export" / "policy.onnx"), providers=["CPUExecutionProvider"])
+        assert [i.name for i in session.get_inputs()] == ["obs", "history" if kind == "history" else "rnn_state"]
         graph = []
         for frames in episodes:
-            history = np.repeat(frames[0][None, None], HISTORY - 1, axis=1)
+            if kind == "history":
+                state = np.repeat(frames[0][None, None], HISTORY - 1, axis=1)
+            else:
+                state = np.zeros((1, expected["rnn_state"]), dtype=np.float32)
             for frame in frames:
-                action, history = session.run(None, {"obs": frame[None], "history": history})
+                action, state = session.run(None, {"obs": frame[None], session.get_inputs()[1].name: state})
                 graph.append(action[0])
         np.testing.assert_allclose(actions, np.stack(graph), rtol=0, atol=ATOL)
 
@@ -547,7 +559,7 @@ def test_cpp_episode_mode_steps_a_stateful_policy_like_python(cpp_build, history
     first_steps = tmp_path / "first_steps.txt"
     write_observations(first_steps, [frames[0] for frames in episodes])
     lines, batch = run_cpp(binary, exported, "--file", str(first_steps))
-    assert any(line.startswith("note: history 3") for line in lines)
+    assert any(line.startswith("note: a stateful policy") for line in lines)
     np.testing.assert_allclose(batch, actions[[0, len(episodes[0])]], rtol=0, atol=ATOL)
     # "reset" separates episodes only in --episode
     refused = subprocess.run([str(binary), exported, "--file", str(obs_file)], capture_output=True, text=True, timeout=60)

@@ -177,9 +177,13 @@ def test_training_evaluation_and_loaded_policy_agree_with_history(tmp_path, extr
 class ForgetfulPolicy(DeployedPolicy):
     """An export that loses its previous frames: the current one fills the stack every step."""
 
-    def step(self, obs: torch.Tensor, previous_frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def step(
+        self, obs: torch.Tensor, previous_frames: torch.Tensor, rnn_state: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         frames = obs.unsqueeze(1).repeat(1, self.history, 1)
-        return self.act(frames), frames[:, 1:]
+        x = torch.clamp((frames - self.obs_mean) / self.obs_std, -self.obs_clip, self.obs_clip)
+        features, rnn_state = self.memory(x.flatten(1), rnn_state)
+        return self.clip(self.actor(features)), frames[:, 1:], rnn_state
 
 
 @pytest.mark.parametrize("fmt", ["torchscript", "onnx"])

@@ -56,12 +56,14 @@ RANDOMIZED = [
 
 # Each network reads past frames (different counts): the stacks must continue across the cut.
 HISTORY = ["policy.actor_history=3", "policy.critic_history=2"]
+# The recurrent state continues across the cut, mid-sequence included (4 sequences per rollout).
+RECURRENT = ["policy.rnn=lstm", "policy.rnn_size=16", "policy.rnn_sequence_length=16"]
 
 
 @pytest.mark.parametrize(
     "vectorization, extra",
-    [("sync", []), ("async", []), ("sync", RANDOMIZED), ("sync", HISTORY)],
-    ids=["sync", "async", "randomized", "history"],
+    [("sync", []), ("async", []), ("sync", RANDOMIZED), ("sync", HISTORY), ("sync", RECURRENT)],
+    ids=["sync", "async", "randomized", "history", "recurrent"],
 )
 def test_interrupted_and_resumed_run_matches_uninterrupted_row_for_row(tmp_path, vectorization, extra):
     from ppo_control.config import compose
@@ -227,6 +229,7 @@ def snapshot(directory):
         (["env.n_envs=4"], "cannot change env.n_envs on resume"),
         (["policy.hidden_sizes=[32]"], "cannot change policy.hidden_sizes on resume"),
         (["policy.actor_history=3"], "cannot change policy.actor_history on resume"),
+        (["policy.rnn=gru"], "cannot change policy.rnn on resume"),
         (["task=Hopper"], "trained task 'InvertedPendulum', not 'Hopper'"),
         (["total_steps=-5"], "total_steps"),
         (["ppo.lerning_rate=1"], "Did you mean: 'learning_rate'"),

@@ -8,6 +8,7 @@ from conftest import ROOT, run_module
 from ppo_control.config import available_tasks
 from ppo_control.tasks import TaskInfo, list_tasks, task_info
 
+POSITIONS_ONLY = "ppo_control.partial_observation:positions_only"
 # name: (env id, obs dim, action dim, dt) of Gymnasium's MuJoCo v5 envs with default kwargs
 EXPECTED = {
     "Ant": ("Ant-v5", 105, 8, 0.05),
@@ -21,6 +22,9 @@ EXPECTED = {
     "Reacher": ("Reacher-v5", 10, 2, 0.02),
     "Swimmer": ("Swimmer-v5", 8, 2, 0.04),
     "Walker2d": ("Walker2d-v5", 17, 6, 0.008),
+    # partially observed: joint positions only (ppo_control/partial_observation.py)
+    "HopperPositionsOnly": (POSITIONS_ONLY, 5, 3, 0.008),
+    "Walker2dPositionsOnly": (POSITIONS_ONLY, 8, 6, 0.008),
 }
 
 
@@ -28,7 +32,7 @@ def test_list_tasks_describes_every_task_file():
     infos = list_tasks()
     assert all(isinstance(i, TaskInfo) for i in infos)
     assert [i.name for i in infos] == available_tasks() == sorted(p.stem for p in (ROOT / "tasks").glob("*.yaml"))
-    assert len(infos) == 11
+    assert len(infos) == 13
     got = {i.name: (i.env_id, i.obs_dim, i.action_dim, i.dt) for i in infos}
     assert got.keys() == EXPECTED.keys()
     for name, (env_id, obs_dim, action_dim, dt) in EXPECTED.items():
@@ -62,3 +66,24 @@ def test_task_info_builds_the_env_with_the_task_kwargs(tmp_path):
     task.write_text("env:\n  id: HalfCheetah-v5\n  kwargs:\n    exclude_current_positions_from_observation: false\n")
     info = task_info(str(task))
     assert (info.name, info.env_id, info.obs_dim, info.action_dim) == ("CheetahWithX", "HalfCheetah-v5", 18, 6)
+
+
+@pytest.mark.parametrize("task_id, positions", [("Hopper-v5", 5), ("Walker2d-v5", 8)])
+def test_positions_only_is_the_full_task_without_its_velocities(task_id, positions):
+    import gymnasium as gym
+    import numpy as np
+
+    from ppo_control.partial_observation import positions_only
+
+    full, partial = gym.make(task_id), positions_only(task_id)
+    obs, _ = full.reset(seed=3)
+    part, _ = partial.reset(seed=3)
+    assert part.shape == (positions,) and np.array_equal(part, obs[:positions])
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        action = rng.uniform(-1, 1, full.action_space.shape)
+        obs, reward, *_ = full.step(action)
+        part, partial_reward, *_ = partial.step(action)
+        assert np.array_equal(part, obs[:positions]) and reward == partial_reward
+    full.close()
+    partial.close()

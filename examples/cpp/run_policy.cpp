@@ -4,13 +4,14 @@
 //   run_policy <policy.pt> --file <observations.txt>      one observation per line (a batch)
 //   run_policy <policy.pt> --episode <observations.txt>   one control step per line (an episode)
 //
-// Prints the policy's metadata.json and its contract (observation size, history, control period,
-// action names), then one "action: ..." line per observation. The module does everything a
+// Prints the policy's metadata.json and its contract (observation size, history, recurrent state
+// size, control period, action names), then one "action: ..." line per observation. The module does everything a
 // controller needs: observation normalization, the actor MLP and clipping of the action to the
 // bounds. Feed it raw observations exactly as the environment produces them.
 //
-// A policy trained with observation history (history > 1) is stateful: the module keeps its
-// previous observations itself, and reset() must be called at every episode start. --episode
+// A policy trained with observation history (history > 1) or a recurrent layer (recurrent state >
+// 0) is stateful: the module keeps its previous observations and its recurrent state itself, and
+// reset() must be called at every episode start. --episode
 // steps one robot through a file of consecutive observations, calling reset() before the first
 // and at every line that reads `reset` (the next episode starts there). --file and the command
 // line evaluate a batch of robots at a single control step: each row is its robot's first step.
@@ -154,9 +155,16 @@ int64_t history_of(const torch::jit::Module& policy) {
   return policy.hasattr("history") ? policy.attr("history").toInt() : 1;
 }
 
+// Size of a recurrent policy's state (GRU: h, LSTM: h and c); 0 without a recurrent layer, and in
+// exports older than recurrent support.
+int64_t rnn_state_size_of(const torch::jit::Module& policy) {
+  return policy.hasattr("rnn_state_size") ? policy.attr("rnn_state_size").toInt() : 0;
+}
+
 void print_contract(const torch::jit::Module& policy, const std::string& metadata) {
   std::cout << "obs_dim: " << policy.attr("obs_dim").toInt() << "\n";
   std::cout << "history: " << history_of(policy) << "\n";
+  std::cout << "recurrent state: " << rnn_state_size_of(policy) << "\n";
   const auto period = json_number(metadata, "control_period_s");
   std::cout << "control period: " << (period ? *period + " s" : std::string("unknown")) << "\n";
   std::cout << "actions:";
@@ -168,8 +176,9 @@ void print_contract(const torch::jit::Module& policy, const std::string& metadat
   std::cout << std::endl;
 }
 
-// Start of an episode: the module forgets its previous observations. Every export has reset() (a
-// no-op without history); older ones may lack it, and then they have no state to forget.
+// Start of an episode: the module forgets its previous observations and recurrent state. Every
+// export has reset() (a no-op for a stateless policy); older ones may lack it, and then they have
+// no state to forget.
 void reset(torch::jit::Module& policy) {
   if (policy.find_method("reset")) policy.run_method("reset");
 }
@@ -224,10 +233,10 @@ int main(int argc, char** argv) {
       // A batch of robots at one control step, [batch, obs_dim] in, [batch, action_dim] out. For a
       // stateful module that is every robot's first step, after reset(); its later steps would have
       // to come with the same batch size (one row per robot), which --episode shows for one robot.
-      const int64_t history = history_of(policy);
-      if (history > 1) {
-        std::cout << "note: history " << history
-                  << ": the rows are a batch of robots at their first control step; use --episode to step through an episode"
+      const int64_t history = history_of(policy), rnn_state_size = rnn_state_size_of(policy);
+      if (history > 1 || rnn_state_size > 0) {
+        std::cout << "note: a stateful policy (history " << history << ", recurrent state " << rnn_state_size
+                  << "): the rows are a batch of robots at their first control step; use --episode to step through an episode"
                   << std::endl;
       }
       std::vector<torch::Tensor> rows;
