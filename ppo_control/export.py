@@ -94,30 +94,39 @@ def build_metadata(loaded, fmt: str) -> dict[str, Any]:
         "checkpoint": loaded.checkpoint_path.name,
         "hidden_sizes": list(cfg.policy.hidden_sizes),
         "activation": str(cfg.policy.activation),
-        **call_convention(fmt, int(cfg.policy.actor_history)),
+        "rnn": str(cfg.policy.rnn),  # none | gru | lstm: the recurrent layer before the actor MLP
+        **call_convention(fmt, int(cfg.policy.actor_history), loaded.policy.memory.state_size if loaded.policy.recurrent else 0),
         "exported_with": f"ppo_control {__version__}, torch {torch.__version__}, python {platform.python_version()}",
     }
 
 
-def call_convention(fmt: str, history: int) -> dict[str, str]:
+def call_convention(fmt: str, history: int, rnn_state_size: int = 0) -> dict[str, str]:
     """How a controller calls the exported file: its inputs, outputs and episode starts."""
     convention = {
         "input": "obs: float32 raw observation, [obs_dim] or [batch, obs_dim] (ONNX: [batch, obs_dim] only)",
         "output": "action: float32 deterministic action (actor mean) clipped to [action_low, action_high]",
         "reset": "nothing to do at an episode start (no state); reset() exists and does nothing",
     }
-    if history > 1 and fmt == "torchscript":
+    kept = [f"the previous {history - 1} observations"] * (history > 1) + [f"a recurrent state of {rnn_state_size}"] * (rnn_state_size > 0)
+    if not kept:
+        return convention
+    if fmt == "torchscript":
         convention["reset"] = (
-            f"stateful: the module keeps the previous {history - 1} observations; call reset() at every episode start "
-            "(the next call then stands for the whole history), and keep one module per robot and a fixed batch size"
+            f"stateful: the module keeps {' and '.join(kept)}; call reset() at every episode start "
+            "(the next call then starts the history with its observation and the recurrent state from zeros), "
+            "and keep one module per robot and a fixed batch size"
         )
-    elif history > 1:
-        convention["input"] += (
-            f"; history: float32 [batch, {history - 1}, obs_dim], the previous raw observations, oldest first "
-            "(at an episode start: the first observation repeated)"
-        )
+        return convention
+    starts = []
+    if history > 1:
+        convention["input"] += f"; history: float32 [batch, {history - 1}, obs_dim], the previous raw observations, oldest first"
         convention["output"] += "; next_history: the history to pass with the next observation"
-        convention["reset"] = "at an episode start pass history = the first observation repeated"
+        starts.append("history = the first observation repeated")
+    if rnn_state_size > 0:
+        convention["input"] += f"; rnn_state: float32 [batch, {rnn_state_size}], the recurrent state"
+        convention["output"] += "; next_rnn_state: the state to pass with the next observation"
+        starts.append("rnn_state = zeros")
+    convention["reset"] = f"at an episode start pass {' and '.join(starts)}"
     return convention
 
 
@@ -261,25 +270,25 @@ def main(argv: list[str]) -> None:
     for key, value in json.loads(result.metadata_json).items():
         print(f"  {key}: {json.dumps(value) if not isinstance(value, str) else value}")
     print("load it:")
-    print(usage_hint(out, args.format, result.obs_dim, result.history))
+    print(usage_hint(out, args.format, result.obs_dim, result.stateful))
 
 
-def usage_hint(out: Path, fmt: str, obs_dim: int, history: int = 1) -> str:
+def usage_hint(out: Path, fmt: str, obs_dim: int, stateful: bool = False) -> str:
     from ppo_control.deploy import METADATA_FILE
 
     if fmt == "torchscript":
         return (
             f"  python: policy = torch.jit.load('{out}')  # needs only torch\n"
-            + (f"          policy.reset()  # at every episode start: it keeps the last {history - 1} observations\n" if history > 1 else "")
+            + ("          policy.reset()  # at every episode start: the module keeps its state (see reset above)\n" if stateful else "")
             + f"          action = policy(torch.as_tensor(obs, dtype=torch.float32))  # obs: [{obs_dim}] or [batch, {obs_dim}], raw\n"
             f"          extra = {{'{METADATA_FILE}': ''}}; torch.jit.load('{out}', _extra_files=extra)  # fills extra\n"
             f'  C++:    torch::jit::load("{out}") with libtorch; see examples/cpp/README.md'
         )
-    if history > 1:
+    if stateful:
         return (
             f"  python: session = onnxruntime.InferenceSession('{out}')\n"
-            f"          history = np.repeat(obs[None, None], {history - 1}, axis=1)  # at an episode start: obs [{obs_dim}], float32\n"
-            f"          action, history = session.run(None, {{'obs': obs[None], 'history': history}})  # every step\n"
+            "          inputs and outputs: 'input', 'output' and 'reset' above (the state goes in and comes back out)\n"
+            f"          or ppo_control.api.load_policy('{out}'), which feeds the state back: action = policy(obs); policy.reset()\n"
             f"          metadata: onnx.load('{out}').metadata_props"
         )
     return (

@@ -46,9 +46,10 @@ def rows(run_dir):
 
 
 @pytest.mark.slow
-def test_two_ranks_hold_identical_parameters_and_union_statistics(tmp_path):
+@pytest.mark.parametrize("policy", [[], ["policy.rnn=gru", "policy.rnn_size=16"]], ids=["feedforward", "recurrent"])
+def test_two_ranks_hold_identical_parameters_and_union_statistics(tmp_path, policy):
     run = tmp_path / "run"
-    args = [WORKER, str(tmp_path), "normal", "3", "task=Hopper", "total_steps=100000", *TINY, f"run_dir={run}"]
+    args = [WORKER, str(tmp_path), "normal", "3", "task=Hopper", "total_steps=100000", *TINY, *policy, f"run_dir={run}"]
     procs = launch_ranks([args, args], free_port())
     for p in procs:
         out, err = p.communicate(timeout=300)
