@@ -48,3 +48,53 @@ def train_in_process(run_dir: Path, *overrides: str):
 @pytest.fixture
 def tiny():
     return list(TINY)
+
+
+class RecordedRollouts:
+    """A collector on `task` with TINY settings + `overrides`, its policy's normalizer statistics
+    far from the identity, every env step's result recorded (`results`, cleared by `collect`)."""
+
+    def __init__(self, *overrides: str):
+        import torch
+
+        from ppo_control.collector import RolloutCollector
+        from ppo_control.config import compose
+        from ppo_control.envs import make_vec_env
+        from ppo_control.runs import build_policy
+
+        self.cfg = cfg = compose([*TINY, *overrides])
+        self.envs = make_vec_env(cfg.env)
+        torch.manual_seed(0)
+        self.policy = build_policy(cfg, self.envs.info)
+        self.policy.obs_normalizer.update(torch.randn(500, self.envs.info.obs_dim) * 2.0 + 0.5)
+        self.results = []
+        env_step = self.envs.step
+
+        def recording_step(actions):
+            self.results.append(env_step(actions))
+            return self.results[-1]
+
+        self.envs.step = recording_step
+        ppo = cfg.ppo
+        self.collector = RolloutCollector(
+            self.envs,
+            self.policy,
+            ppo.rollout_steps,
+            ppo.gamma,
+            cfg.normalize.reward_clip,
+            True,
+            sequence_length=cfg.policy.rnn_sequence_length,
+        )
+        self.collector.reset(0)
+
+    def collect(self):
+        """One rollout (the envs are closed if it fails)."""
+        self.results.clear()
+        try:
+            return self.collector.collect()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        self.envs.close()

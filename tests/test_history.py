@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import TINY
+from conftest import RecordedRollouts
 from ppo_control.deploy import DeployedPolicy
 
 
@@ -93,31 +93,11 @@ def test_each_network_reads_only_its_newest_frames_and_groups():
 def test_time_limit_bootstrap_reads_the_ended_episodes_history():
     """V(final observation) of a truncated episode is computed on that episode's own stack with the
     final frame appended, not on the next episode's; the next step starts a fresh stack."""
-    from ppo_control.collector import RolloutCollector
-    from ppo_control.config import compose
-    from ppo_control.envs import make_vec_env
-    from ppo_control.runs import build_policy
-
-    cfg = compose(["task=InvertedPendulum", *TINY, "env.max_episode_steps=5", "policy.critic_history=3"])
-    envs = make_vec_env(cfg.env)
-    torch.manual_seed(0)
-    policy = build_policy(cfg, envs.info)
-    policy.obs_normalizer.update(torch.randn(500, envs.info.obs_dim) * 2.0 + 0.5)
-    results = []
-    env_step = envs.step
-
-    def recording_step(actions):
-        results.append(env_step(actions))
-        return results[-1]
-
-    envs.step = recording_step
-    collector = RolloutCollector(envs, policy, cfg.ppo.rollout_steps, cfg.ppo.gamma, cfg.normalize.reward_clip, True)
-    try:
-        collector.reset(0)
-        storage = collector.collect().storage
-    finally:
-        envs.close()
-    dim = envs.info.obs_dim
+    recorded = RecordedRollouts("task=InvertedPendulum", "env.max_episode_steps=5", "policy.critic_history=3")
+    policy, results = recorded.policy, recorded.results
+    storage = recorded.collect().storage
+    recorded.close()
+    dim = recorded.envs.info.obs_dim
     assert storage.observations.shape[-1] == 3 * dim
     assert storage.truncated.sum() >= 4
     with torch.no_grad():

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import TINY, run_module, tiny_overrides
+from conftest import RecordedRollouts, run_module, tiny_overrides
 
 
 @pytest.mark.parametrize("kind", ["gru", "lstm"])
@@ -33,18 +33,11 @@ def test_training_sequences_replay_exactly_what_the_acting_policy_did(kind):
     """The update evaluates the actor over sequences from the states stored at their starts, with
     the state zeroed where an episode starts inside one (a 10-step time limit, 16-step sequences):
     the log-probs it computes are those of the actions as they were sampled, step by step."""
-    from ppo_control.collector import RolloutCollector
-    from ppo_control.config import compose
-    from ppo_control.envs import make_vec_env
     from ppo_control.ppo import prepare_batch
-    from ppo_control.runs import build_policy
 
     settings = [f"policy.rnn={kind}", "policy.rnn_size=16", "policy.rnn_sequence_length=16", "env.max_episode_steps=10"]
-    cfg = compose(["task=Hopper", *TINY, *settings])
-    envs = make_vec_env(cfg.env)
-    torch.manual_seed(0)
-    policy = build_policy(cfg, envs.info)
-    policy.obs_normalizer.update(torch.randn(500, envs.info.obs_dim) * 2.0 + 0.5)
+    recorded = RecordedRollouts("task=Hopper", *settings)
+    cfg, policy = recorded.cfg, recorded.policy
     means = []
     action_mean = policy.action_mean
 
@@ -54,16 +47,10 @@ def test_training_sequences_replay_exactly_what_the_acting_policy_did(kind):
         return mean, state
 
     policy.action_mean = recording_action_mean
-    collector = RolloutCollector(
-        envs, policy, cfg.ppo.rollout_steps, cfg.ppo.gamma, cfg.normalize.reward_clip, True, sequence_length=cfg.policy.rnn_sequence_length
-    )
-    try:
-        collector.reset(0)
-        collector.collect()
-        means.clear()  # the second rollout starts from states carried over the rollout boundary
-        rollout = collector.collect()
-    finally:
-        envs.close()
+    recorded.collect()
+    means.clear()  # the second rollout starts from states carried over the rollout boundary
+    rollout = recorded.collect()
+    recorded.close()
     storage = rollout.storage
     assert storage.episode_starts()[1:].sum() >= 8  # episodes end inside the sequences
     batch = prepare_batch(policy, storage, rollout.last_values, cfg.ppo.gamma, cfg.ppo.gae_lambda)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import TINY, run_module, train_in_process
+from conftest import TINY, RecordedRollouts, run_module, train_in_process
 
 REQUIRED_METRICS = {
     "step",
@@ -98,32 +98,12 @@ def test_same_seed_same_metrics(tmp_path):
 def test_truncated_steps_bootstrap_from_final_observation_value(backend):
     """The stored truncation value of (t, i) is V(normalize(final observation of sub-env i at t)) with
     the rollout's frozen statistics: a wrong index, a wrong observation or updated statistics fail."""
-    from ppo_control.collector import RolloutCollector
-    from ppo_control.config import compose
-    from ppo_control.envs import make_vec_env
-    from ppo_control.runs import build_policy
-
-    cfg = compose(["task=InvertedPendulum", *TINY, "env.max_episode_steps=5", f"env.backend={backend}"])
-    envs = make_vec_env(cfg.env)
-    assert type(envs).__name__ == {"gymnasium": "GymnasiumVecEnv", "envpool": "EnvpoolVecEnv"}[backend]
-    torch.manual_seed(0)
-    policy = build_policy(cfg, envs.info)
-    policy.obs_normalizer.update(torch.randn(500, envs.info.obs_dim) * 2.0 + 0.5)  # statistics far from the identity
+    recorded = RecordedRollouts("task=InvertedPendulum", "env.max_episode_steps=5", f"env.backend={backend}")
+    assert type(recorded.envs).__name__ == {"gymnasium": "GymnasiumVecEnv", "envpool": "EnvpoolVecEnv"}[backend]
+    policy, results = recorded.policy, recorded.results
     frozen = {k: v.clone() for k, v in policy.obs_normalizer.state_dict().items()}
-    results = []
-    env_step = envs.step
-
-    def recording_step(actions):
-        results.append(env_step(actions))
-        return results[-1]
-
-    envs.step = recording_step
-    collector = RolloutCollector(envs, policy, cfg.ppo.rollout_steps, cfg.ppo.gamma, cfg.normalize.reward_clip, True)
-    try:
-        collector.reset(0)
-        storage = collector.collect().storage
-    finally:
-        envs.close()
+    storage = recorded.collect().storage
+    recorded.close()
     truncated = storage.truncated
     assert truncated.sum() >= 4  # 64 steps with a 5-step limit: many time-limit ends
     assert (storage.truncation_values[~truncated] == 0).all()
