@@ -121,3 +121,25 @@ def test_bad_recurrent_settings_are_one_line_exit_2(args, needle):
     result = run_module("ppo_control.train", "task=Hopper", *args)
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert needle in result.stderr
+
+
+def test_recurrence_history_and_a_privileged_critic_combine_and_export(tmp_path):
+    """A GRU reading 3 stacked frames of the policy group, the critic reading privileged state:
+    trains, and both exports pass the probe-episode check against the training policy."""
+    from ppo_control import api
+
+    settings = {"policy.rnn": "gru", "policy.rnn_size": 16, "policy.actor_history": 3, "policy.critic_obs": ["policy", "privileged"]}
+    run = api.train("Hopper", total_steps=256, run_dir=str(tmp_path / "run"), **tiny_overrides(), **settings).run_dir
+    for fmt in ("torchscript", "onnx"):
+        path = api.export(run, format=fmt)
+        policy = api.load_policy(path)
+        assert (policy.obs_dim, policy.history) == (11, 3)  # the actor's group only
+        assert policy.metadata["rnn"] == "gru" and policy.metadata["rnn_state_size"] == 16
+        assert policy.metadata["observation"]["history"] == 3
+        if fmt == "torchscript":
+            assert "previous 2 observations and a recurrent state of 16" in policy.metadata["reset"]
+        else:
+            assert (
+                "history: float32 [batch, 2, obs_dim]" in policy.metadata["input"]
+                and "rnn_state: float32 [batch, 16]" in policy.metadata["input"]
+            )

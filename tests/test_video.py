@@ -24,12 +24,12 @@ def env_cfg(env_id, max_episode_steps=None):
     )
 
 
-def bold_policy(env_id, seed=0):
+def bold_policy(env_id, seed=0, rnn="none"):
     """A fixed policy whose actions are large enough to hit the action bounds now and then."""
     space = gym.make(env_id).unwrapped
     obs_dim, act = space.observation_space.shape[0], space.action_space
     torch.manual_seed(seed)
-    policy = ActorCritic(obs_dim, act.shape[0], act.low, act.high)
+    policy = ActorCritic(obs_dim, act.shape[0], act.low, act.high, rnn=rnn, rnn_size=16)
     with torch.no_grad():
         policy.actor_mean[-1].weight.mul_(200.0)
     return policy.eval()
@@ -58,9 +58,10 @@ def plain_rollout(env_id, max_steps, policy, seed):
     """The episode without any rendering: a bare Gymnasium env and the evaluation's policy call."""
     env = StepLog(make_env_factory(env_id, {}, max_steps)())
     obs, _ = env.reset(seed=seed)
+    state = policy.initial_state(1)
     while True:
         with torch.inference_mode():
-            action = policy.deterministic_action(torch.as_tensor(np.asarray(obs, dtype=np.float32).reshape(1, -1)))
+            action, state = policy.deterministic_step(torch.as_tensor(np.asarray(obs, dtype=np.float32).reshape(1, -1)), state)
         obs, _, terminated, truncated, _ = env.step(action.numpy()[0])
         if terminated or truncated:
             break
@@ -69,10 +70,12 @@ def plain_rollout(env_id, max_steps, policy, seed):
     return env, final_qpos
 
 
-@pytest.mark.parametrize("env_id", ["HalfCheetah-v5", "Hopper-v5"])  # time limit / termination
-def test_recording_does_not_change_the_episode(env_id, tmp_path):
+@pytest.mark.parametrize(
+    "env_id, rnn", [("HalfCheetah-v5", "none"), ("Hopper-v5", "none"), ("Hopper-v5", "gru")]
+)  # time limit / termination / a recurrent state carried through the episode
+def test_recording_does_not_change_the_episode(env_id, rnn, tmp_path):
     cfg, seed = env_cfg(env_id, max_episode_steps=40), 1_000_123
-    policy = bold_policy(env_id)
+    policy = bold_policy(env_id, rnn=rnn)
     envs = make_eval_envs(cfg, 1)
     try:
         eval_returns, eval_lengths = evaluate_policy(policy, envs, 1, seed)
