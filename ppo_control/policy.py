@@ -37,23 +37,26 @@ def _orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
 
 
 class Memory(nn.Module):
-    """A recurrent layer (GRU or LSTM cell) between the actor's input and its MLP, stepped one
-    control step at a time, in acting, training and export alike (so they compute the same thing).
+    """A recurrent layer (GRU or LSTM cell) between the actor's input and its MLP.
 
     Its state is one tensor [batch, state_size] (the LSTM's h and c side by side); zeros are the
-    state at an episode's start. `forward(x, state)` is one step: (features, next state);
-    `state_size` is an int attribute of each kind.
+    state at an episode's start. `forward(x, state)` is one control step (features, next state):
+    acting, evaluation and export step the cell. Training replays whole sequences with torch's
+    fused GRU/LSTM over the same weights (`run`), which computes the same function in one call
+    per stretch without an episode start (the cell's gates, in C++ rather than a Python loop).
     """
 
     def sequence(self, x: torch.Tensor, state: torch.Tensor, episode_starts: torch.Tensor) -> torch.Tensor:
         """Features [L, batch, hidden] over sequences x [L, batch, input]: from `state` at the first
         step, and from zeros wherever `episode_starts` [L, batch] marks a new episode."""
+        length = x.shape[0]
+        cuts = (episode_starts[1:].any(dim=1).nonzero().flatten() + 1).tolist()  # steps where some sequence restarts
         features = []
-        for t in range(x.shape[0]):
-            state = state * (~episode_starts[t]).unsqueeze(-1).to(state.dtype)
-            h, state = self(x[t], state)
-            features.append(h)
-        return torch.stack(features)
+        for start, end in zip([0, *cuts], [*cuts, length]):
+            state = state * (~episode_starts[start]).unsqueeze(-1).to(state.dtype)
+            out, state = self.run(x[start:end], state)
+            features.append(out)
+        return torch.cat(features)
 
 
 class GRUMemory(Memory):
@@ -66,6 +69,13 @@ class GRUMemory(Memory):
         h = self.cell(x, state)
         return h, h
 
+    def run(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Steps x [T, batch, input] from `state`: (features [T, batch, hidden], last state)."""
+        cell = self.cell
+        params = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
+        out, h = torch.gru(x, state.unsqueeze(0).contiguous(), params, True, 1, 0.0, self.training, False, False)
+        return out, h[0]
+
 
 class LSTMMemory(Memory):
     def __init__(self, input_size: int, hidden_size: int):
@@ -77,6 +87,14 @@ class LSTMMemory(Memory):
     def forward(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h, c = self.cell(x, (state[:, : self.hidden_size], state[:, self.hidden_size :]))
         return h, torch.cat([h, c], dim=-1)
+
+    def run(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Steps x [T, batch, input] from `state`: (features [T, batch, hidden], last state)."""
+        cell, size = self.cell, self.hidden_size
+        params = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
+        hx = (state[:, :size].unsqueeze(0).contiguous(), state[:, size:].unsqueeze(0).contiguous())
+        out, h, c = torch.lstm(x, hx, params, True, 1, 0.0, self.training, False, False)
+        return out, torch.cat([h[0], c[0]], dim=-1)
 
 
 MEMORIES = {"gru": GRUMemory, "lstm": LSTMMemory}
