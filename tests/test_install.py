@@ -134,7 +134,7 @@ def test_wheel_ships_the_yaml_files(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert sorted(n for n in names if n.endswith(".yaml")) == SHIPPED_YAML
     assert "ppo_control/data/configs/train.yaml" in names and "ppo_control/data/configs/presets/paper.yaml" in names
-    assert len([n for n in names if n.startswith("ppo_control/data/tasks/")]) == 11
+    assert len([n for n in names if n.startswith("ppo_control/data/tasks/")]) == 13  # 11 MuJoCo tasks, 2 partially observed
     assert not [n for n in names if n.startswith(("configs/", "tasks/", "tests/"))], "top-level folders leaked into site-packages"
 
 
