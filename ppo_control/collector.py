@@ -111,8 +111,7 @@ class RolloutCollector:
                 rollout.episode_lengths.extend(result.episode_lengths.tolist())
                 done = result.terminated | result.truncated
                 self.history.step(result.obs, done)
-                if self.state is not None:  # a new episode starts from the initial (zero) state
-                    self.state = self.state * torch.from_numpy(~done).to(device).unsqueeze(-1)
+                self.state = policy.continue_state(self.state, done)
             rollout.last_values = policy.value(policy.normalize(torch.from_numpy(self.obs).to(device)))
         return rollout
 

@@ -163,17 +163,19 @@ class DeployedPolicy(nn.Module):
         history - 1, obs_dim] and the recurrent state [batch, rnn_state_size] -> (action, the frames
         and the state to pass next time)."""
         frames = torch.cat([previous_frames, obs.unsqueeze(1)], dim=1)
-        x = frames
-        if self.normalize_obs:
-            x = torch.clamp((frames - self.obs_mean) / self.obs_std, -self.obs_clip, self.obs_clip)
-        features, rnn_state = self.memory(x.flatten(1), rnn_state)
+        features, rnn_state = self.memory(self.normalize(frames).flatten(1), rnn_state)
         return self.clip(self.actor(features)), frames[:, 1:], rnn_state
 
     def act(self, obs: torch.Tensor) -> torch.Tensor:
         """The stateless action for raw observations [..., obs_dim] (history 1, no recurrent layer)."""
-        if self.normalize_obs:
-            obs = torch.clamp((obs - self.obs_mean) / self.obs_std, -self.obs_clip, self.obs_clip)
-        return self.clip(self.actor(obs))
+        return self.clip(self.actor(self.normalize(obs)))
+
+    def normalize(self, obs: torch.Tensor) -> torch.Tensor:
+        """Raw observations (any leading shape) with the frozen statistics, clipped; as they are
+        when the run trained without observation normalization."""
+        if not self.normalize_obs:
+            return obs
+        return torch.clamp((obs - self.obs_mean) / self.obs_std, -self.obs_clip, self.obs_clip)
 
     def clip(self, mean: torch.Tensor) -> torch.Tensor:
         return torch.maximum(torch.minimum(mean, self.action_high), self.action_low)

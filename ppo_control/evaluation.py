@@ -62,14 +62,13 @@ def evaluate_policy(
                 mean, state = policy.action_mean(obs_t, state)
                 action = mean + policy.log_std.exp() * torch.randn(mean.shape, generator=generator, device=device)
             result = envs.step(action.cpu().numpy())
-            ended = np.flatnonzero(result.terminated | result.truncated)
+            done = result.terminated | result.truncated
+            ended = np.flatnonzero(done)
             for k, i in enumerate(ended):
                 if finished[i] < quota[i]:
                     returns.append(float(result.episode_returns[k]))
                     lengths.append(int(result.episode_lengths[k]))
                 finished[i] += 1
-            done = result.terminated | result.truncated
             obs = history.step(result.obs, done)
-            if state is not None:  # a new episode starts from the initial (zero) state
-                state = state * torch.from_numpy(~done).to(device).unsqueeze(-1)
+            state = policy.continue_state(state, done)
     return np.asarray(returns), np.asarray(lengths)

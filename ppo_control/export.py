@@ -219,7 +219,6 @@ class ExportResult:
     max_diff: float
     metadata_json: str
     obs_dim: int
-    history: int
     stateful: bool  # history or a recurrent state: checked over probe episodes
 
 
@@ -253,7 +252,7 @@ def export_policy(args: DictConfig) -> ExportResult:
     except OSError as exc:
         raise UserError(f"cannot write '{out}': {exc.strerror or exc}") from None
     probes, stateful = obs.shape[0] * obs.shape[1], len(obs) > 1
-    return ExportResult(out, loaded.checkpoint_path, probes, max_diff[0], module.metadata_json, module.obs_dim, module.history, stateful)
+    return ExportResult(out, loaded.checkpoint_path, probes, max_diff[0], module.metadata_json, module.obs_dim, stateful)
 
 
 def main(argv: list[str]) -> None:
