@@ -90,11 +90,14 @@ def evaluate(run: str | Path, **arguments: Any) -> dict[str, Any]:
     args = parse_command_args(EvaluateArgs, {"run": str(run), **arguments}, "evaluate")
     if args.episodes < 1:
         raise ConfigError(f"evaluate: episodes={args.episodes} is not allowed: episodes must be >= 1")
-    from ppo_control.checkpoint import atomic_write  # heavy imports after parsing
+    import torch  # heavy imports after parsing
+
+    from ppo_control.checkpoint import atomic_write
     from ppo_control.evaluation import EVAL_SEED_OFFSET, evaluate_policy, make_eval_envs
     from ppo_control.observations import needs_privileged
     from ppo_control.randomization import Randomization
     from ppo_control.runs import load_run
+    from ppo_control.trainer import resolve_device
     from ppo_control.video import record_run_videos
 
     loaded = load_run(args.run, args.checkpoint)
@@ -103,14 +106,16 @@ def evaluate(run: str | Path, **arguments: Any) -> dict[str, Any]:
     use_run = cfg.eval.randomize if args.eval.randomize is None else args.eval.randomize
     section = evaluation_randomize_section(cfg, use_run, args.randomize)
     randomization = Randomization.from_config(section)
-    envs = make_eval_envs(cfg.env, args.episodes, randomization, needs_privileged(cfg.policy))
+    # An MJX task simulates on the GPU when there is one (its CPU simulation is slow); others on the host.
+    device = resolve_device("auto") if cfg.env.backend == "mjx" else torch.device("cpu")
+    envs = make_eval_envs(cfg.env, args.episodes, randomization, needs_privileged(cfg.policy), str(device))
     try:
-        returns, lengths = evaluate_policy(loaded.policy, envs, args.episodes, seed, deterministic=args.deterministic)
+        returns, lengths = evaluate_policy(loaded.policy.to(device), envs, args.episodes, seed, device, deterministic=args.deterministic)
     finally:
         envs.close()
     videos = []
     if args.video:
-        videos = record_run_videos(loaded.policy, cfg, loaded.name, step, seed, randomization=randomization, video_dir=args.video_dir)
+        videos = record_run_videos(loaded.policy, cfg, loaded.name, step, seed, device, randomization, args.video_dir)
     result = {
         "run": str(loaded.run_dir),
         "checkpoint": str(loaded.checkpoint_path),

@@ -1,7 +1,7 @@
-"""python -m ppo_control.benchmark tasks=[HalfCheetah,Hopper] [seeds=3] [total_steps=N] [preset=fast|paper]
-    [jobs=1] [out=benchmarks/results/<preset>] [training overrides, e.g. env.n_envs=4]
+"""python -m ppo_control.benchmark tasks=[HalfCheetah,Hopper] [seeds=3] [first_seed=0] [total_steps=N]
+    [preset=fast|paper] [jobs=1] [out=benchmarks/results/<preset>] [training overrides, e.g. env.n_envs=4]
 
-Trains every (task, seed), seeds 0..seeds-1, as its own `python -m ppo_control.train` process,
+Trains every (task, seed), seeds first_seed..first_seed+seeds-1, as its own `python -m ppo_control.train` process,
 `jobs` at a time, into <out>/runs/<task>/s<seed> (its output goes to <out>/runs/<task>/s<seed>.log),
 each on its own share of the CPU cores (jobs=2 on 8 cores: 4 each),
 then writes results.csv, runs.csv, results.md, learning_curves.png and learning_curves_time.png
@@ -61,7 +61,8 @@ REFERENCES_NAME = "configs/references.yaml"  # as the tables name plot.REFERENCE
 @dataclass
 class BenchmarkArgs:
     tasks: List[str] = MISSING  # task names, e.g. [HalfCheetah,Hopper]
-    seeds: int = 3  # seeds 0..seeds-1 per task
+    seeds: int = 3  # seeds first_seed..first_seed+seeds-1 per task
+    first_seed: int = 0  # e.g. first_seed=5 seeds=5: seeds 5-9, ones the settings were not chosen on
     total_steps: Optional[int] = None  # default: the task's (or preset's) own total_steps
     preset: Optional[str] = None  # passed to train only when given
     jobs: int = 1  # trainings running at once
@@ -125,7 +126,9 @@ def split_args(argv: list[str]) -> tuple[list[str], list[str]]:
         if root in BENCHMARK_KEYS:
             own.append(arg)
         elif root in PER_RUN_KEYS:
-            raise ConfigError(f"benchmark: {key}= is chosen per run by the benchmark; use tasks=[...] and seeds=N (seeds 0..N-1)")
+            raise ConfigError(
+                f"benchmark: {key}= is chosen per run by the benchmark; use tasks=[...], seeds=N and first_seed=S (seeds S..S+N-1)"
+            )
         elif root in train_keys:
             train.append(arg)
         else:
@@ -148,7 +151,7 @@ def parse_args(argv: list[str]) -> tuple[BenchmarkArgs, list[str]]:
             close = difflib.get_close_matches(task, known, n=1)
             hint = f" Did you mean '{close[0]}'?" if close else ""
             raise ConfigError(f"benchmark: unknown task '{task}'.{hint} Available tasks: {', '.join(known)}")
-    for key, minimum in (("seeds", 1), ("jobs", 1), ("total_steps", 1)):
+    for key, minimum in (("seeds", 1), ("first_seed", 0), ("jobs", 1), ("total_steps", 1)):
         value = args[key]
         if value is not None and value < minimum:
             raise ConfigError(f"benchmark: {key}={value} is not allowed: {key} must be >= {minimum}")
@@ -225,7 +228,7 @@ def plan(args: BenchmarkArgs, train: list[str], out: Path) -> list[Job]:
     for task in args.tasks:
         cfg = compose([f"task={task}", "seed=0", *run_overrides(args, train)])  # validates the overrides: one line, exit 2
         requested = algorithm_config(OmegaConf.to_container(cfg, resolve=True))
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             jobs.append(plan_job(task, seed, requested, int(cfg.total_steps), out / "runs" / task / f"s{seed}"))
     return jobs
 

@@ -17,7 +17,7 @@ from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ppo_control.errors import UserError
-from ppo_control.resources import CONFIG_DIR, PRESETS_DIR, TASKS_DIR
+from ppo_control.resources import BACKENDS_DIR, CONFIG_DIR, PRESETS_DIR, TASKS_DIR
 
 DEFAULT_PRESET = "fast"  # the task files' own (wall-clock tuned) settings: no preset file applied
 
@@ -199,7 +199,7 @@ class ExportArgs:
 
 CHOICES = {
     "device": ("auto", "cpu", "cuda"),
-    "env.backend": ("gymnasium", "envpool"),
+    "env.backend": ("gymnasium", "envpool", "mjx"),
     "env.vectorization": ("sync", "async"),
     "policy.activation": ("tanh", "relu", "elu", "gelu", "silu"),
     "ppo.lr_schedule": ("constant", "linear", "adaptive"),
@@ -250,7 +250,11 @@ def compose(overrides: Overrides) -> DictConfig:
     cfg = OmegaConf.structured(TrainConfig)
     cfg = _merge(cfg, _load(lambda: OmegaConf.load(CONFIG_DIR / "train.yaml"), "configs/train.yaml"), "configs/train.yaml")
     task_file = _task_file(str(task))
-    cfg = _merge(cfg, _load(lambda: OmegaConf.load(task_file), str(task_file)), str(task_file))
+    task_cfg = _load(lambda: OmegaConf.load(task_file), str(task_file))
+    mjx_section = task_cfg.pop(MJX_SECTION, None)
+    cfg = _merge(cfg, task_cfg, str(task_file))
+    if str(OmegaConf.select(cli, "env.backend", default=cfg.env.backend)) == "mjx":
+        cfg = _mjx_regime(cfg, mjx_section, str(task), task_file)
     preset = str(cli.get("preset", cfg.preset))
     if preset != DEFAULT_PRESET:  # a preset replaces the task's tuning; command-line overrides still win
         preset_file = _preset_file(preset)
@@ -259,6 +263,28 @@ def compose(overrides: Overrides) -> DictConfig:
     cfg.task = Path(str(task)).stem if str(task).endswith(".yaml") else str(task)
     validate(cfg)
     return cfg
+
+
+MJX_SECTION = "mjx"  # a task file's settings for env.backend=mjx, applied over configs/backends/mjx.yaml
+
+
+def mjx_tasks() -> list[str]:
+    """The tasks whose file names an MJX counterpart."""
+    return sorted(p.stem for p in TASKS_DIR.glob("*.yaml") if MJX_SECTION in (OmegaConf.load(p) or {}))
+
+
+def _mjx_regime(cfg: DictConfig, section: DictConfig | None, task: str, task_file: Path) -> DictConfig:
+    """The task's config for env.backend=mjx: the GPU regime's settings, then the task file's own
+    `mjx:` section (its engine counterpart as env.id). The Gymnasium env's kwargs do not apply."""
+    if section is None:
+        raise ConfigError(
+            f"env.backend=mjx: task '{task}' names no MJX counterpart (no `{MJX_SECTION}:` section in {task_file.name}); "
+            f"tasks with one: {', '.join(mjx_tasks())}"
+        )
+    regime = BACKENDS_DIR / "mjx.yaml"
+    cfg = _merge(cfg, _load(lambda: OmegaConf.load(regime), str(regime)), str(regime))
+    cfg.env.kwargs = {}
+    return _merge(cfg, section, f"{task_file} ({MJX_SECTION}: section)")
 
 
 # What may change when a run is resumed: anything else would alter the optimization it continues.
@@ -494,6 +520,8 @@ def validate(cfg: DictConfig) -> None:
     require(cfg.eval.every_steps >= 0, "eval.every_steps", ">= 0 (0 = evaluate only at the end)")
     require(cfg.eval.episodes >= 1, "eval.episodes", ">= 1")
     validate_randomize(cfg)
+    if env.backend == "mjx":
+        validate_mjx(cfg)
     require(cfg.log.every_updates >= 1, "log.every_updates", ">= 1")
     require(finite("log.line_seconds") >= 0, "log.line_seconds", ">= 0 (0 = a line every log.every_updates updates)")
     require(cfg.checkpoint.every_steps >= 0, "checkpoint.every_steps", ">= 0 (0 = only last.pt)")
@@ -507,6 +535,30 @@ def validate(cfg: DictConfig) -> None:
         cfg.eval.video_height >= 16 and cfg.eval.video_height % 2 == 0, "eval.video_height", "an even number >= 16 (H.264 needs even sizes)"
     )
     require(cfg.eval.video_fps is None or cfg.eval.video_fps >= 1, "eval.video_fps", "null (the env's rate) or >= 1")
+
+
+def validate_mjx(cfg: DictConfig) -> None:
+    """What env.backend=mjx cannot honour (yet): randomization, observation history and groups
+    beyond `policy` are host-side features of the Gymnasium backend."""
+    defaults = default_config()
+    changed = [f"randomize.{key}" for key in cfg.randomize if cfg.randomize[key] != defaults.randomize[key]]
+    if changed:
+        raise ConfigError(
+            f"{changed[0]} is not supported with env.backend=mjx (domain randomization runs on the gymnasium backend); remove it"
+        )
+    for key in ("actor_history", "critic_history"):
+        if cfg.policy[key] != 1:
+            raise ConfigError(
+                f"policy.{key}={cfg.policy[key]} is not supported with env.backend=mjx (history runs on the gymnasium and envpool "
+                "backends); use 1, or policy.rnn=gru|lstm for memory"
+            )
+    for key in ("actor_obs", "critic_obs"):
+        if list(cfg.policy[key]) != ["policy"]:
+            raise ConfigError(
+                f"policy.{key}={list(cfg.policy[key])} is not supported with env.backend=mjx: its envs have one group; use [policy]"
+            )
+    if cfg.eval.video and cfg.eval.randomize:
+        raise ConfigError("eval.randomize=true is not supported with env.backend=mjx (no randomization there); use false")
 
 
 def validate_randomize(cfg: DictConfig) -> None:

@@ -89,6 +89,8 @@ def controller_contract(env_cfg, groups: list[tuple[str, int]] | None = None, hi
     from omegaconf import OmegaConf
 
     kwargs = OmegaConf.to_container(env_cfg.kwargs) if env_cfg.kwargs else {}
+    if env_cfg.backend == "mjx":
+        return _mjx_contract(str(env_cfg.id), kwargs, groups, history)
     env = make_env_factory(str(env_cfg.id), kwargs, env_cfg.max_episode_steps)()
     try:
         base = env.unwrapped
@@ -106,3 +108,17 @@ def controller_contract(env_cfg, groups: list[tuple[str, int]] | None = None, hi
         }
     finally:
         env.close()
+
+
+def _mjx_contract(name: str, kwargs: dict[str, Any], groups: list[tuple[str, int]] | None, history: int) -> dict[str, Any]:
+    """`controller_contract` for an MJX task: the engine's env tells its period, actuators and size
+    (its observation layout is the engine's own: no element names)."""
+    from ppo_control.mjx_env import engine_env
+
+    env = engine_env(name, **kwargs)
+    groups = groups or [("policy", int(env.observation_size))]
+    return {
+        "control_period_s": float(env.dt),
+        "action_names": action_names(env.sys.mj_model),
+        "observation": {"groups": [{"name": group, "size": size, "element_names": None} for group, size in groups], "history": history},
+    }

@@ -414,18 +414,24 @@ def make_vec_env(
     backend: str | None = None,
     randomization: Randomization | None = None,
     privileged: bool = False,
+    device: str | None = None,
 ) -> VecEnv:
     """Build the configured vector env (`env_cfg` is the `env` section of the run config).
 
-    `backend` overrides env_cfg.backend (evaluation and videos always use Gymnasium). When envpool
+    `backend` overrides env_cfg.backend (evaluation and videos use Gymnasium, except for MJX tasks:
+    those exist only there). `device`: where an mjx backend simulates (torch's name). When envpool
     cannot run the task, or `randomization` is on (envpool cannot change a model's parameters),
     this says why on stderr and falls back to Gymnasium.
     """
     env_id = str(env_cfg.id)
-    check_env_id(env_id)
     kwargs = OmegaConf.to_container(env_cfg.kwargs) if env_cfg.kwargs else {}
     n = env_cfg.n_envs if num_envs is None else num_envs
     backend = backend or env_cfg.backend
+    if backend == "mjx":  # simulated where `device` is (the config refuses what it cannot honour)
+        from ppo_control.mjx_env import MjxVecEnv
+
+        return MjxVecEnv(env_id, n, env_cfg.max_episode_steps, device or "cpu", **kwargs)
+    check_env_id(env_id)
     if backend == "envpool" and render_mode is None:
         reason = "randomize.* needs per-sub-env MuJoCo models, which envpool does not expose" if randomization else None
         reason = reason or ("the privileged observation group reads MuJoCo's state, which envpool does not expose" if privileged else None)

@@ -20,12 +20,17 @@ def eval_randomization(cfg) -> Randomization | None:
     return Randomization.from_config(cfg.randomize) if cfg.eval.randomize else None
 
 
-def make_eval_envs(env_cfg, episodes: int, randomization: Randomization | None = None, privileged: bool = False) -> VecEnv:
+def make_eval_envs(
+    env_cfg, episodes: int, randomization: Randomization | None = None, privileged: bool = False, device: str = "cpu"
+) -> VecEnv:
     """The evaluation env layout, shared by training-time and `evaluate` runs so their numbers agree.
-    Always Gymnasium, whatever backend trained the policy: the reference implementation of the task.
-    `privileged`: the observation carries the privileged group, as in training (the actor ignores it)."""
+    Gymnasium, whether envpool or Gymnasium trained the policy: the reference implementation of the
+    task. An MJX task is evaluated on its own MJX env, simulated on `device` (it has no Gymnasium
+    twin with the same observations). `privileged`: the observation carries the privileged group,
+    as in training (the actor ignores it)."""
     n = min(episodes, MAX_EVAL_ENVS)
-    return make_vec_env(env_cfg, num_envs=n, backend="gymnasium", randomization=randomization, privileged=privileged)
+    backend = "mjx" if env_cfg.backend == "mjx" else "gymnasium"
+    return make_vec_env(env_cfg, num_envs=n, backend=backend, randomization=randomization, privileged=privileged, device=device)
 
 
 def evaluate_policy(

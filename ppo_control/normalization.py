@@ -110,3 +110,35 @@ class RewardScaler:
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         self.returns = state["returns"].to(torch.float64).numpy().copy()
         self.mean, self.var, self.count = (float(state[f"stats.{key}"]) for key in ("mean", "var", "count"))
+
+
+class DeviceRewardScaler(RewardScaler):
+    """RewardScaler's arithmetic on torch tensors that stay where the env's rewards are (a GPU):
+    the running return and statistics never come to the host. Same statistics, same state_dict."""
+
+    def __init__(self, num_envs: int, gamma: float, clip: float, enabled: bool = True, epsilon: float = 1e-8, device="cpu"):
+        super().__init__(num_envs, gamma, clip, enabled, epsilon)
+        self.device = torch.device(device)
+        self.returns = torch.zeros(num_envs, dtype=torch.float64, device=self.device)
+        self.mean, self.var, self.count = (torch.tensor(v, dtype=torch.float64, device=self.device) for v in (0.0, 1.0, 0.0))
+
+    def __call__(self, reward: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+        if not self.enabled:
+            return reward
+        self.returns = self.returns * self.gamma + reward
+        n = self.returns.numel()
+        mean = self.returns.mean()
+        self._merge(mean, (self.returns * self.returns).mean() - mean * mean, n)
+        scaled = reward / torch.sqrt(self.var + self.epsilon)
+        self.returns = torch.where(done, 0.0, self.returns)
+        return torch.clamp(scaled, -self.clip, self.clip).to(reward.dtype)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {
+            "returns": self.returns.cpu().clone(),
+            **{f"stats.{key}": getattr(self, key).cpu().clone() for key in ("mean", "var", "count")},
+        }
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        self.returns = state["returns"].to(torch.float64).to(self.device).clone()
+        self.mean, self.var, self.count = (state[f"stats.{key}"].to(torch.float64).to(self.device) for key in ("mean", "var", "count"))

@@ -168,12 +168,13 @@ class ActorCritic(nn.Module):
             return None
         return torch.zeros(batch, self.memory.state_size, device=self.log_std.device)
 
-    def continue_state(self, state: torch.Tensor | None, done: np.ndarray) -> torch.Tensor | None:
+    def continue_state(self, state: torch.Tensor | None, done: np.ndarray | torch.Tensor) -> torch.Tensor | None:
         """The state for the next step of a vector env: the initial (zero) state for the sub-envs
         whose episode ended (`done`), where the next one starts; None stays None."""
         if state is None:
             return None
-        return state * torch.from_numpy(~done).to(state.device).unsqueeze(-1)
+        ongoing = ~done if isinstance(done, torch.Tensor) else torch.from_numpy(~done)
+        return state * ongoing.to(state.device).unsqueeze(-1)
 
     def normalize(self, obs: torch.Tensor) -> torch.Tensor:
         """Raw stacked input [..., obs_dim] -> normalized, every frame with the same statistics."""

@@ -1,4 +1,4 @@
-"""Where the shipped YAML files are: configs/ (train.yaml, presets/) and tasks/.
+"""Where the shipped YAML files are: configs/ (train.yaml, presets/, backends/) and tasks/.
 
 The repository's top-level configs/ and tasks/ folders are the one source. A built wheel (or a
 non-editable install) carries copies of them inside the package, under ppo_control/data/ (see
@@ -21,4 +21,5 @@ def _root() -> Path:
 DATA_ROOT = _root()
 CONFIG_DIR = DATA_ROOT / "configs"
 PRESETS_DIR = CONFIG_DIR / "presets"
+BACKENDS_DIR = CONFIG_DIR / "backends"  # settings of a backend's regime (backends/mjx.yaml)
 TASKS_DIR = DATA_ROOT / "tasks"

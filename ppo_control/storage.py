@@ -15,8 +15,10 @@ class RolloutStorage:
     `truncation_values[t, i]` is V(final observation) where env i was truncated at step t (else 0).
     A recurrent policy's state is kept at the start of every sequence of `sequence_length` steps:
     training replays the actor over those sequences from there.
-    What the envs hand back (rewards, terminated, truncated) is numpy: it is written every step
-    through zero-copy numpy views of CPU tensors, which GAE (a CPU loop) reads directly.
+    What host envs hand back (rewards, terminated, truncated) is numpy: it is written every step
+    through zero-copy numpy views of CPU tensors, which GAE (a CPU loop) reads directly. Envs that
+    simulate on the training device (`env_outputs_on_device`) write torch tensors there instead,
+    and GAE runs there too: nothing crosses to the host.
     """
 
     def __init__(
@@ -28,6 +30,7 @@ class RolloutStorage:
         device: torch.device | str = "cpu",
         sequence_length: int | None = None,
         state_size: int = 0,
+        env_outputs_on_device: bool = False,
     ):
         """For a recurrent policy, `sequence_length` (dividing num_steps) and the size of its state:
         `sequence_states[k]` is the actor's state at step k * sequence_length."""
@@ -39,10 +42,12 @@ class RolloutStorage:
         self.observations = torch.zeros(*shape, obs_dim, device=device)
         self.actions = torch.zeros(*shape, action_dim, device=device)
         self.truncation_values = torch.zeros(shape, device=device)
-        self.rewards = torch.zeros(shape)
-        self.terminated = torch.zeros(shape, dtype=torch.bool)
-        self.truncated = torch.zeros(shape, dtype=torch.bool)
-        self.rewards_np, self.terminated_np, self.truncated_np = self.rewards.numpy(), self.terminated.numpy(), self.truncated.numpy()
+        env_device = device if env_outputs_on_device else "cpu"
+        self.rewards = torch.zeros(shape, device=env_device)
+        self.terminated = torch.zeros(shape, dtype=torch.bool, device=env_device)
+        self.truncated = torch.zeros(shape, dtype=torch.bool, device=env_device)
+        if not env_outputs_on_device:
+            self.rewards_np, self.terminated_np, self.truncated_np = self.rewards.numpy(), self.terminated.numpy(), self.truncated.numpy()
 
     def episode_starts(self) -> torch.Tensor:
         """[T, N] bool: step t begins an episode of env i (its previous step ended one). False at
@@ -68,7 +73,6 @@ class RolloutStorage:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(advantages, returns) for the stored rollout; `values` [T, N] = V(stored observations),
         `last_values` = V(obs after the last step)."""
-        # The host-side tensors go in as they are: compute_gae runs on the CPU anyway.
         return compute_gae(self.rewards, values, last_values, self.terminated, self.truncated, self.truncation_values, gamma, gae_lambda)
 
 
@@ -91,20 +95,30 @@ def compute_gae(
     A_t = delta_t + gamma * lambda * A_{t+1}, with the recursion cut wherever the episode ended,
     because s_{t+1} then belongs to a new episode. Returns are A + V (the critic's targets).
     """
-    # A sequential loop over time on [N]-sized rows: numpy's per-op cost is a fraction of torch's,
-    # which dominates at these sizes (and a GPU would wait on a launch per op).
+    if rewards.device.type != "cpu":  # the env outputs live on the training device: stay there
+        advantages = _gae_loop(torch.where, rewards, values, last_values, terminated, truncated, truncation_values, gamma, gae_lambda)
+        return advantages, advantages + values
+    # On the host, a loop over time on [N]-sized rows: numpy's per-op cost is a fraction of torch's,
+    # which dominates at these sizes.
     device = values.device
-    r, v, term, trunc, v_trunc = (x.detach().cpu().numpy() for x in (rewards, values, terminated, truncated, truncation_values))
-    num_steps = r.shape[0]
-    advantages = np.zeros_like(r)
-    next_advantage = np.zeros_like(r[0])
-    next_values = last_values.detach().cpu().numpy().astype(r.dtype)
+    host = (x.detach().cpu().numpy() for x in (rewards, values, last_values, terminated, truncated, truncation_values))
+    r, v, last_v, term, trunc, v_trunc = host
+    advantages = _gae_loop(np.where, r, v, last_v.astype(r.dtype), term, trunc, v_trunc, gamma, gae_lambda)
+    advantages_t = torch.from_numpy(advantages).to(device)
+    return advantages_t, advantages_t + values
+
+
+def _gae_loop(where, r, v, last_values, term, trunc, v_trunc, gamma: float, gae_lambda: float):
+    """The recursion of `compute_gae` over [T, N] arrays, numpy or torch alike (`where` is theirs):
+    the advantages."""
+    advantages = r * 0.0  # zeros of r's type, dtype and device
+    next_advantage = advantages[0]
+    next_values = last_values
     discount = gamma * gae_lambda
-    for t in reversed(range(num_steps)):
-        bootstrap = np.where(term[t], 0.0, np.where(trunc[t], v_trunc[t], next_values))
+    for t in reversed(range(r.shape[0])):
+        bootstrap = where(term[t], 0.0, where(trunc[t], v_trunc[t], next_values))
         delta = r[t] + gamma * bootstrap - v[t]
         next_advantage = delta + discount * ~(term[t] | trunc[t]) * next_advantage
         advantages[t] = next_advantage
         next_values = v[t]
-    advantages_t = torch.from_numpy(advantages).to(device)
-    return advantages_t, advantages_t + values
+    return advantages

@@ -20,6 +20,7 @@ from omegaconf import DictConfig
 
 from ppo_control import run_state
 from ppo_control.collector import NonFiniteEnvOutput, Rollout, RolloutCollector
+from ppo_control.device_collector import DeviceRolloutCollector
 from ppo_control.distributed import init_distributed
 from ppo_control.envs import make_vec_env, usable_cores
 from ppo_control.errors import NonFiniteError, UserError
@@ -139,7 +140,12 @@ class Trainer:
         self.generator = torch.Generator().manual_seed(cfg.seed + self.dist.rank)  # minibatch shuffling
         self.env_seed = cfg.seed + self.dist.rank * cfg.env.n_envs  # sub-env i of rank r: seed + r*n_envs + i
 
-        self.envs = make_vec_env(cfg.env, randomization=Randomization.from_config(cfg.randomize), privileged=needs_privileged(cfg.policy))
+        self.envs = make_vec_env(
+            cfg.env,
+            randomization=Randomization.from_config(cfg.randomize),
+            privileged=needs_privileged(cfg.policy),
+            device=str(self.device),
+        )
         self.info = self.envs.info
         # One thread while initializing: the orthogonal init's QR rounds differently with more, and a
         # seed should give the same weights on any machine and any torch_threads.
@@ -149,7 +155,9 @@ class Trainer:
         if self.dist.enabled:
             torch.manual_seed(cfg.seed + RANK_SEED_STRIDE * self.dist.rank)  # each rank samples its own actions
         self.learner = PPOLearner(self.policy, cfg.ppo, cfg.total_steps, self.generator, self.dist)
-        self.collector = RolloutCollector(
+        # Envs that simulate on the training device get the collector that keeps the rollout there.
+        collector_type = DeviceRolloutCollector if cfg.env.backend == "mjx" else RolloutCollector
+        self.collector = collector_type(
             self.envs,
             self.policy,
             cfg.ppo.rollout_steps,
@@ -311,7 +319,9 @@ class Trainer:
         """Evaluate the deterministic policy on the run's own evaluation seeds (and record videos)."""
         cfg = self.cfg
         if self.eval_envs is None:
-            self.eval_envs = make_eval_envs(cfg.env, cfg.eval.episodes, self.eval_randomization, needs_privileged(cfg.policy))
+            self.eval_envs = make_eval_envs(
+                cfg.env, cfg.eval.episodes, self.eval_randomization, needs_privileged(cfg.policy), str(self.device)
+            )
         seed = cfg.seed + EVAL_SEED_OFFSET
         returns, lengths = evaluate_policy(self.policy, self.eval_envs, cfg.eval.episodes, seed, self.device)
         result: dict[str, Any] = {

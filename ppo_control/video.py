@@ -7,13 +7,20 @@ Rendering only reads the simulation: the env that is recorded is built exactly l
 env (no render mode, same wrappers), frames are drawn from its model and data by a renderer of our
 own, and every change made for the video (camera, floor, overlay) is made to the visual scene or to
 the finished frame. The video's episode is therefore the evaluation's episode, step for step.
+
+An MJX run (env.backend=mjx) simulates on the device, where nothing can be drawn: its episodes are
+played in an MjxVecEnv built as evaluation builds it (one sub-env per episode), each step's physics
+state (qpos, qvel) is kept, and the frames are drawn afterwards on the host from a MuJoCo model and
+data set to those states, by the same renderer, camera, overlay and encoder.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -26,7 +33,7 @@ from omegaconf import OmegaConf
 from PIL import Image, ImageDraw, ImageFont
 
 from ppo_control.checkpoint import atomic_write
-from ppo_control.envs import make_env_factory
+from ppo_control.envs import make_env_factory, make_vec_env
 from ppo_control.errors import UserError
 from ppo_control.history import ObservationHistory
 from ppo_control.observations import needs_privileged
@@ -215,6 +222,46 @@ class MujocoFrames:
             self._gl = None
 
 
+class HostScene:
+    """A host MuJoCo model and data set to physics states computed elsewhere (an MJX simulation on
+    the device): what `MujocoFrames` draws from (it is its own `unwrapped`, as an env's base is)."""
+
+    def __init__(self, model: mujoco.MjModel):
+        self.model, self.data = model, mujoco.MjData(model)
+        mujoco.mj_forward(self.model, self.data)
+
+    @property
+    def unwrapped(self) -> HostScene:
+        return self
+
+    def show(self, qpos: np.ndarray, qvel: np.ndarray) -> None:
+        """Set the state and compute what drawing reads (body and geom poses)."""
+        self.data.qpos[:], self.data.qvel[:] = qpos, qvel
+        mujoco.mj_forward(self.model, self.data)
+
+
+def open_frames(env: gym.Env | HostScene, width: int, height: int) -> MujocoFrames:
+    """Our MuJoCo renderer on `env`'s model and data, on MUJOCO_GL's platform, falling back from EGL
+    to OSMesa once; one line naming both variables when neither works."""
+    errors = []
+    current = os.environ.get("MUJOCO_GL", "egl")
+    for backend in [current] + [b for b in GL_BACKENDS if b != current]:
+        os.environ["MUJOCO_GL"] = backend
+        frames = None
+        try:
+            frames = MujocoFrames(env, width, height, backend)
+            frames()
+            return frames
+        except Exception as exc:  # GL platform errors come as several exception types
+            if frames is not None:
+                frames.close()
+            errors.append(f"MUJOCO_GL={backend}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    raise UserError(
+        "offscreen rendering failed (" + "; ".join(errors) + "). Install EGL (libegl1) or OSMesa (libosmesa6) "
+        "and set MUJOCO_GL=egl or MUJOCO_GL=osmesa (PYOPENGL_PLATFORM to the same value)"
+    )
+
+
 def _is_mujoco(env: gym.Env) -> bool:
     model, data = getattr(env.unwrapped, "model", None), getattr(env.unwrapped, "data", None)
     return isinstance(model, mujoco.MjModel) and isinstance(data, mujoco.MjData)
@@ -235,24 +282,11 @@ def make_render_env(
         )()
         env.reset(seed=0)
         return env, env.render
-    errors = []
-    current = os.environ.get("MUJOCO_GL", "egl")
-    for backend in [current] + [b for b in GL_BACKENDS if b != current]:
-        os.environ["MUJOCO_GL"] = backend
-        frames = None
-        try:
-            frames = MujocoFrames(env, width, height, backend)
-            frames()
-            return env, frames
-        except Exception as exc:  # GL platform errors come as several exception types
-            if frames is not None:
-                frames.close()
-            errors.append(f"MUJOCO_GL={backend}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-    env.close()
-    raise UserError(
-        "offscreen rendering failed (" + "; ".join(errors) + "). Install EGL (libegl1) or OSMesa (libosmesa6) "
-        "and set MUJOCO_GL=egl or MUJOCO_GL=osmesa (PYOPENGL_PLATFORM to the same value)"
-    )
+    try:
+        return env, open_frames(env, width, height)
+    except BaseException:
+        env.close()
+        raise
 
 
 # --- overlay ------------------------------------------------------------------------------------
@@ -286,6 +320,20 @@ def draw_overlay(frame: np.ndarray, time_s: float, step: int, episode_return: fl
 
 
 # --- episodes -----------------------------------------------------------------------------------
+@contextmanager
+def episode_video(path: Path, frames: Frames, fps: int, dt: float, overlay: bool = True) -> Iterator[Callable[[int, float], None]]:
+    """An H.264 mp4 being written: the function it gives, called with the episode's step count and
+    running return, draws the current frame (with the overlay: time, step, return) and streams it
+    into the encoder."""
+    with imageio.get_writer(path, fps=fps, codec="libx264", macro_block_size=2, ffmpeg_log_level="error") as writer:
+
+        def add_frame(length: int, episode_return: float) -> None:
+            frame = frames()
+            writer.append_data(draw_overlay(frame, length * dt, length, episode_return) if overlay else frame)
+
+        yield add_frame
+
+
 def record_episode(
     env: gym.Env,
     frames: Frames,
@@ -310,13 +358,8 @@ def record_episode(
     low, high = env.action_space.low.reshape(-1), env.action_space.high.reshape(-1)
     dt = float(getattr(env.unwrapped, "dt", 1.0 / fps))
     episode_return, length = 0.0, 0
-    with imageio.get_writer(path, fps=fps, codec="libx264", macro_block_size=2, ffmpeg_log_level="error") as writer:
-
-        def write_frame() -> None:
-            frame = frames()
-            writer.append_data(draw_overlay(frame, length * dt, length, episode_return) if overlay else frame)
-
-        write_frame()
+    with episode_video(path, frames, fps, dt, overlay) as add_frame:
+        add_frame(length, episode_return)
         for _ in range(MAX_VIDEO_STEPS):
             with torch.inference_mode():
                 action, state = policy.deterministic_step(torch.as_tensor(policy_input, device=device), state)
@@ -325,10 +368,102 @@ def record_episode(
             policy_input = history.step(np.asarray(obs, dtype=np.float32).reshape(1, -1), np.zeros(1, dtype=bool))
             episode_return += float(np.float32(reward))
             length += 1
-            write_frame()
+            add_frame(length, episode_return)
             if terminated or truncated:
                 break
     return episode_return, length
+
+
+# --- MJX episodes -------------------------------------------------------------------------------
+@dataclass
+class PhysicsEpisode:
+    """One episode as physics states: qpos and qvel at its start and after each step, and each
+    step's reward (one fewer)."""
+
+    qpos: list[np.ndarray] = field(default_factory=list)
+    qvel: list[np.ndarray] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+
+
+def play_mjx_episodes(envs, policy: ActorCritic, seed: int, device: torch.device | str) -> list[PhysicsEpisode]:
+    """The first episode of each of `envs`' sub-envs (an MjxVecEnv) under the deterministic policy,
+    stepped as `evaluate_policy` steps them (the same reset seed, batched policy call and recurrent
+    state), as physics states: sub-env i's episode is the first one the evaluation's sub-env i
+    plays (the same initial state)."""
+    obs = envs.reset(seed)
+    qpos, qvel = envs.physics_states()
+    episodes = [PhysicsEpisode([qpos[i]], [qvel[i]]) for i in range(envs.num_envs)]
+    running = np.ones(envs.num_envs, dtype=bool)
+    state = policy.initial_state(envs.num_envs)
+    for _ in range(MAX_VIDEO_STEPS):
+        with torch.inference_mode():
+            action, state = policy.deterministic_step(torch.from_numpy(obs).to(device), state)
+        result = envs.step(action.cpu().numpy())
+        qpos, qvel = envs.stepped_states()
+        for i in np.flatnonzero(running):
+            episodes[i].qpos.append(qpos[i])
+            episodes[i].qvel.append(qvel[i])
+            episodes[i].rewards.append(float(np.float32(result.reward[i])))
+        done = result.terminated | result.truncated
+        running &= ~done
+        if not running.any():
+            break
+        obs, state = result.obs, policy.continue_state(state, done)
+    return episodes
+
+
+def write_physics_episode(
+    path: Path, scene: HostScene, frames: Frames, episode: PhysicsEpisode, fps: int, dt: float, overlay: bool = True
+) -> tuple[float, int]:
+    """`episode`'s video, a frame per state (the first state's, then one per step, as
+    `record_episode`); returns its raw return and length."""
+    episode_return = 0.0
+    with episode_video(path, frames, fps, dt, overlay) as add_frame:
+        for length, (qpos, qvel) in enumerate(zip(episode.qpos, episode.qvel)):
+            if length:
+                episode_return += episode.rewards[length - 1]
+            scene.show(qpos, qvel)
+            add_frame(length, episode_return)
+    return episode_return, len(episode.rewards)
+
+
+def record_mjx_videos(
+    policy: ActorCritic,
+    env_cfg,
+    directory: Path,
+    step: int,
+    episodes: int,
+    seed: int,
+    width: int,
+    height: int,
+    fps: int | None = None,
+    overlay: bool = True,
+    randomization: Randomization | None = None,
+    privileged: bool = False,
+) -> list[Path]:
+    """`record_videos` for an MJX run: the episodes are played together in one MjxVecEnv on the
+    policy's device, then drawn on the host. fps: the env's real-time rate (1 / its control period)
+    unless given."""
+    device = next(policy.parameters()).device  # the simulation's device too: where the policy's tensors are
+    envs = make_vec_env(env_cfg, num_envs=episodes, backend="mjx", randomization=randomization, privileged=privileged, device=str(device))
+    try:
+        played = play_mjx_episodes(envs, policy, seed, device)
+        model, dt = envs.mj_model, envs.control_period_s
+    finally:
+        envs.close()
+    fps = fps or int(round(1.0 / dt))
+    scene = HostScene(model)
+    scene.show(played[0].qpos[0], played[0].qvel[0])  # the camera is placed on the first episode's start
+    frames = open_frames(scene, width, height)
+    paths = []
+    try:
+        for k, episode in enumerate(played):
+            path = video_path(directory, step, k)
+            atomic_write(path, lambda tmp, e=episode: write_physics_episode(tmp, scene, frames, e, fps, dt, overlay))
+            paths.append(path)
+    finally:
+        frames.close()
+    return paths
 
 
 def record_videos(
@@ -350,12 +485,15 @@ def record_videos(
 
     Frames are streamed into the encoder (a 1000-step episode would not fit in memory as frames);
     each file is written atomically, so a video on disk is always complete. `overlay` draws time,
-    step and running return in a corner of each frame.
+    step and running return in a corner of each frame. An MJX run's env (env_cfg.backend=mjx) is
+    simulated on the policy's device (`device` applies to the others).
     """
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create video directory '{directory}': {exc.strerror}") from None
+    if env_cfg.get("backend") == "mjx":
+        return record_mjx_videos(policy, env_cfg, directory, step, episodes, seed, width, height, fps, overlay, randomization, privileged)
     env, frames = make_render_env(env_cfg, width, height, randomization, privileged)
     fps = fps or int(round(env.metadata.get("render_fps", 30)))
     paths = []

@@ -8,6 +8,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("WANDB_SILENT", "true")
+# The MJX tests build the same small jitted functions in several processes: JAX's on-disk cache
+# compiles each once per machine instead of once per test.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(Path(os.environ.get("TMPDIR", "/tmp")) / "ppo_control_jax_cache"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 # Small, fast settings shared by the tests that train for a few updates. Gymnasium backend: its
 # runs resume bit-exactly, which many tests rely on; envpool has tests of its own.

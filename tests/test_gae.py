@@ -78,3 +78,19 @@ def test_lambda_one_gives_discounted_monte_carlo_returns():
     adv, ret = compute_gae(rewards, values, torch.zeros(1), zeros, torch.zeros_like(zeros), torch.zeros(6, 1), 0.9, 1.0)
     expected = [sum(0.9**k * rewards[t + k, 0].item() for k in range(6 - t)) for t in range(6)]
     assert torch.allclose(ret.view(-1), torch.tensor(expected), atol=1e-5)
+
+
+def test_device_recursion_matches_the_host_one():
+    """The torch loop (envs simulated on the training device) computes what the numpy loop does."""
+    from ppo_control.storage import _gae_loop
+
+    gen = torch.Generator().manual_seed(3)
+    T, N = 40, 6
+    rewards, values, trunc_values = torch.randn(T, N, generator=gen), torch.randn(T, N, generator=gen), torch.randn(T, N, generator=gen)
+    terminated = torch.rand(T, N, generator=gen) < 0.1
+    truncated = (torch.rand(T, N, generator=gen) < 0.1) & ~terminated
+    last = torch.randn(N, generator=gen)
+    host, _ = compute_gae(rewards, values, last, terminated, truncated, trunc_values, 0.99, 0.95)
+    device = _gae_loop(torch.where, rewards, values, last, terminated, truncated, trunc_values, 0.99, 0.95)
+    assert torch.allclose(host, device, atol=1e-5)
+    assert terminated.any() and truncated.any()

@@ -60,3 +60,20 @@ def test_reward_scaler_clips_and_saves_state():
 def test_reward_scaler_disabled_is_identity():
     scaler = RewardScaler(num_envs=1, gamma=0.99, clip=1.0, enabled=False)
     assert scaler(np.array([50.0]), np.array([False])).item() == 50.0
+
+
+def test_device_reward_scaler_matches_the_host_one_and_shares_its_state():
+    from ppo_control.normalization import DeviceRewardScaler, RewardScaler
+
+    rng = np.random.default_rng(0)
+    host, device = RewardScaler(5, 0.99, 10.0), DeviceRewardScaler(5, 0.99, 10.0)
+    for _ in range(200):
+        reward = rng.normal(1.0, 3.0, 5).astype(np.float32)
+        done = rng.random(5) < 0.05
+        expected = host(reward, done)
+        got = device(torch.from_numpy(reward), torch.from_numpy(done))
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-6)
+    restored = RewardScaler(5, 0.99, 10.0)
+    restored.load_state_dict(device.state_dict())  # a checkpoint of either loads into the other
+    reward, done = rng.normal(size=5).astype(np.float32), np.zeros(5, dtype=bool)
+    np.testing.assert_allclose(restored(reward, done), device(torch.from_numpy(reward), torch.from_numpy(done)).numpy(), rtol=1e-6)
