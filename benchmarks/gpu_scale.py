@@ -14,6 +14,9 @@ memory is free again between them), each appending to one JSON file as it goes:
 
     python benchmarks/gpu_scale.py --out results.json [--steps 30000000] [--smoke]
 
+On the device machine: `bash benchmarks/device/prepare_wheels.sh` here first (the wheels that
+machine lacks, into the git-ignored .whl/ and .whl-cpu/); the device command is in its header.
+
 `--smoke` runs every part at a tiny size (on a machine without a GPU too: JAX's CPU, 8 envs) to
 check the script itself.
 """
