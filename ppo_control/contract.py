@@ -89,36 +89,38 @@ def controller_contract(env_cfg, groups: list[tuple[str, int]] | None = None, hi
     from omegaconf import OmegaConf
 
     kwargs = OmegaConf.to_container(env_cfg.kwargs) if env_cfg.kwargs else {}
-    if env_cfg.backend == "mjx":
-        return _mjx_contract(str(env_cfg.id), kwargs, groups, history)
+    if env_cfg.backend == "mjx":  # the engine's env; its observation layout is the engine's own: no element names
+        from ppo_control.mjx_env import engine_env
+
+        env = engine_env(str(env_cfg.id), **kwargs)
+        return _contract(float(env.dt), env.sys.mj_model, int(env.observation_size), None, groups, history)
     env = make_env_factory(str(env_cfg.id), kwargs, env_cfg.max_episode_steps)()
     try:
         base = env.unwrapped
-        model = getattr(base, "model", None)
         obs_size = int(np.prod(env.observation_space.shape)) if isinstance(env.observation_space, gym.spaces.Box) else None
         names = observation_element_names(env) if obs_size is not None else None
-        groups = groups or [("policy", obs_size)]
-        return {
-            "control_period_s": float(base.dt) if hasattr(base, "dt") else None,
-            "action_names": action_names(model) if model is not None else None,
-            "observation": {
-                "groups": [{"name": name, "size": size, "element_names": names if name == "policy" else None} for name, size in groups],
-                "history": history,
-            },
-        }
+        period = float(base.dt) if hasattr(base, "dt") else None
+        return _contract(period, getattr(base, "model", None), obs_size, names, groups, history)
     finally:
         env.close()
 
 
-def _mjx_contract(name: str, kwargs: dict[str, Any], groups: list[tuple[str, int]] | None, history: int) -> dict[str, Any]:
-    """`controller_contract` for an MJX task: the engine's env tells its period, actuators and size
-    (its observation layout is the engine's own: no element names)."""
-    from ppo_control.mjx_env import engine_env
-
-    env = engine_env(name, **kwargs)
-    groups = groups or [("policy", int(env.observation_size))]
+def _contract(
+    period: float | None,
+    model: mujoco.MjModel | None,
+    obs_size: int | None,
+    names: list[str] | None,
+    groups: list[tuple[str, int]] | None,
+    history: int,
+) -> dict[str, Any]:
+    """The contract's fields: control period, actuator names, and the groups (the `policy` group's
+    element names where the layout is known)."""
+    groups = groups or [("policy", obs_size)]
     return {
-        "control_period_s": float(env.dt),
-        "action_names": action_names(env.sys.mj_model),
-        "observation": {"groups": [{"name": group, "size": size, "element_names": None} for group, size in groups], "history": history},
+        "control_period_s": period,
+        "action_names": action_names(model) if model is not None else None,
+        "observation": {
+            "groups": [{"name": name, "size": size, "element_names": names if name == "policy" else None} for name, size in groups],
+            "history": history,
+        },
     }

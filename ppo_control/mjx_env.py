@@ -30,7 +30,6 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 INSTALL_HINT = "pip install -e '.[mjx]' (from a checkout; or pip install 'ppo_control[mjx]')"
 DEFAULT_EPISODE_STEPS = 1000  # Brax's envs have no time limit of their own; this is the Gymnasium tasks' one
-_NOT_TASKS = ("fast",)  # Brax's registry entries that are test doubles, not MuJoCo tasks
 
 
 def import_engine():
@@ -132,7 +131,7 @@ class MjxVecEnv:
     """
 
     def __init__(self, name: str, num_envs: int, max_episode_steps: int | None = None, device: torch.device | str = "cpu", **kwargs):
-        jax, _ = import_engine()
+        self._jax, _ = import_engine()
         self.env = engine_env(name, **kwargs)
         self.device = torch.device(device)
         self._jax_device = jax_device(self.device)
@@ -145,10 +144,10 @@ class MjxVecEnv:
             action_high=np.ones(self.env.action_size, dtype=np.float32),
             max_episode_steps=limit,
         )
-        self._reset_fn = jax.jit(self._build_reset())
-        self._step_fn = jax.jit(self._build_step(limit))
+        self._reset_fn = self._jax.jit(self._build_reset())
+        self._step_fn = self._jax.jit(self._build_step(limit))
         self._carry = None  # (brax states, steps, episode returns, reset key), all batched on the device
-        self._treedef = None
+        self._stepped_states = None  # each sub-env's (qpos, qvel) right after the last step, before any reset
 
     @property
     def control_period_s(self) -> float:
@@ -207,13 +206,12 @@ class MjxVecEnv:
     # --- the device face (training) ------------------------------------------------------------
     def reset_device(self, seed: int) -> torch.Tensor:
         """Start a new episode in every sub-env; returns the observations on the training device."""
-        jax, _ = import_engine()
-        self._carry = self._reset_fn(jax.device_put(np.int32(seed), self._jax_device))
+        self._carry = self._reset_fn(self._jax.device_put(np.int32(seed), self._jax_device))
         return to_torch(self._carry[0].obs)
 
     def step_device(self, actions: torch.Tensor) -> DeviceStep:
-        jax, _ = import_engine()
-        self._carry, out, self._stepped_states = self._step_fn(self._carry, jax.dlpack.from_dlpack(actions.detach().contiguous()))
+        actions = self._jax.dlpack.from_dlpack(actions.detach().contiguous())
+        self._carry, out, self._stepped_states = self._step_fn(self._carry, actions)
         obs, reward, terminated, truncated, final_obs, returns, lengths = (to_torch(x) for x in out)
         return DeviceStep(obs, reward, terminated, truncated, final_obs, returns, lengths)
 
@@ -234,13 +232,12 @@ class MjxVecEnv:
     def get_state(self) -> dict[str, Any]:
         """The whole batch of episodes (every array of the Brax states, step counters, running
         returns and the reset key) as numpy arrays, in the pytree's leaf order."""
-        jax, _ = import_engine()
-        leaves, self._treedef = jax.tree_util.tree_flatten(self._carry)
+        leaves = self._jax.tree_util.tree_leaves(self._carry)
         return {"leaves": [np.asarray(leaf) for leaf in leaves]}
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore `get_state()`'s result (the env must have been reset once: that fixes the layout)."""
-        jax, _ = import_engine()
+        jax = self._jax
         leaves, treedef = jax.tree_util.tree_flatten(self._carry)
         saved = state["leaves"]
         if len(saved) != len(leaves) or any(np.shape(s) != leaf.shape for s, leaf in zip(saved, leaves)):

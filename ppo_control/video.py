@@ -437,14 +437,14 @@ def record_mjx_videos(
     width: int,
     height: int,
     fps: int | None = None,
+    device: torch.device | str = "cpu",
     overlay: bool = True,
     randomization: Randomization | None = None,
     privileged: bool = False,
 ) -> list[Path]:
-    """`record_videos` for an MJX run: the episodes are played together in one MjxVecEnv on the
-    policy's device, then drawn on the host. fps: the env's real-time rate (1 / its control period)
-    unless given."""
-    device = next(policy.parameters()).device  # the simulation's device too: where the policy's tensors are
+    """`record_videos` for an MJX run: the episodes are played together in one MjxVecEnv on
+    `device` (the policy's), then drawn on the host. fps: the env's real-time rate (1 / its control
+    period) unless given."""
     envs = make_vec_env(env_cfg, num_envs=episodes, backend="mjx", randomization=randomization, privileged=privileged, device=str(device))
     try:
         played = play_mjx_episodes(envs, policy, seed, device)
@@ -486,14 +486,16 @@ def record_videos(
     Frames are streamed into the encoder (a 1000-step episode would not fit in memory as frames);
     each file is written atomically, so a video on disk is always complete. `overlay` draws time,
     step and running return in a corner of each frame. An MJX run's env (env_cfg.backend=mjx) is
-    simulated on the policy's device (`device` applies to the others).
+    simulated on `device` too.
     """
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create video directory '{directory}': {exc.strerror}") from None
     if env_cfg.get("backend") == "mjx":
-        return record_mjx_videos(policy, env_cfg, directory, step, episodes, seed, width, height, fps, overlay, randomization, privileged)
+        return record_mjx_videos(
+            policy, env_cfg, directory, step, episodes, seed, width, height, fps, device, overlay, randomization, privileged
+        )
     env, frames = make_render_env(env_cfg, width, height, randomization, privileged)
     fps = fps or int(round(env.metadata.get("render_fps", 30)))
     paths = []

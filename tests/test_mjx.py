@@ -1,7 +1,6 @@
 """env.backend=mjx: Brax's MJX envs on JAX (its CPU here; a GPU where there is one), the rollout on
 the training device, and everything else (resume, evaluation, export) as for the other backends."""
 
-import json
 import sys
 
 import numpy as np
@@ -166,26 +165,22 @@ MJX_TINY = [
 ]
 
 
-def rows(run_dir):
-    return [{k: v for k, v in json.loads(line).items() if k not in ("sps", "time")} for line in (run_dir / "metrics.jsonl").open()]
-
-
 @pytest.mark.slow
 def test_mjx_run_resumes_exactly_evaluates_and_exports(tmp_path):
     """Interrupted and resumed equals uninterrupted, row for row; `evaluate` reproduces the run's
     own evaluation on the MJX env; the exported policy acts as the trained one."""
     pytest.importorskip("brax")
-    from test_resume import resume_in_process
+    from test_resume import resume_in_process, stable
 
     from ppo_control.config import compose
     from ppo_control.trainer import Trainer
 
     Trainer(compose([*MJX_TINY, f"run_dir={tmp_path / 'whole'}"])).train()
     Trainer(compose([*MJX_TINY, f"run_dir={tmp_path / 'cut'}"])).train(max_updates=3)
-    assert [r["step"] for r in rows(tmp_path / "cut")] == [32, 64, 96]
+    assert [r["step"] for r in stable(tmp_path / "cut")] == [32, 64, 96]
     resume_in_process(tmp_path / "cut")
-    whole = rows(tmp_path / "whole")
-    assert len(whole) == 6 and rows(tmp_path / "cut") == whole
+    whole = stable(tmp_path / "whole")
+    assert len(whole) == 6 and stable(tmp_path / "cut") == whole
     assert whole[-1]["episodes"] > 0 and "eval_return" in whole[-1]
 
     from ppo_control import api
