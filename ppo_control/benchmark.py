@@ -527,14 +527,17 @@ def main(argv: list[str]) -> None:
             print(f"skip    {job.name}: finished ({job.steps_done:,} steps)", flush=True)
 
     command = " ".join(["python -m ppo_control.benchmark", *argv])
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops the suite like Ctrl-C
+    # SIGTERM stops the suite like Ctrl-C, and so does SIGINT even where the shell started the suite
+    # with SIGINT ignored (`benchmark ... &` in a script), as the trainings do.
+    previous = {sig: signal.signal(sig, signal.default_int_handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         failed = Runner(args, train).run(jobs)
     except KeyboardInterrupt:
         report(out, jobs, command)  # the runs that finished before the stop still get their table
         raise
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
     report(out, jobs, command)
     if failed:

@@ -191,9 +191,15 @@ def test_interrupted_run_is_resumed_and_a_failed_run_does_not_stop_the_suite(ben
     assert "(not finished: s0)" in (tmp_path / "results.md").read_text()
 
 
+def ignore_sigint() -> None:
+    """What a non-interactive shell does to a command it starts with `&`."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @pytest.mark.slow
-def test_a_stopped_suite_still_writes_the_table_of_the_runs_that_finished(bench, tmp_path):
-    """SIGTERM while s1 starts: the suite stops (s1 is left to a rerun) and s0's result is written."""
+@pytest.mark.parametrize("sig, preexec", [(signal.SIGTERM, None), (signal.SIGINT, ignore_sigint)], ids=["SIGTERM", "SIGINT-in-background"])
+def test_a_stopped_suite_still_writes_the_table_of_the_runs_that_finished(bench, tmp_path, sig, preexec):
+    """A signal while s1 starts: the suite stops (s1 is left to a rerun) and s0's result is written."""
     out, _ = bench
     shutil.copytree(out / "runs" / "InvertedPendulum" / "s0", tmp_path / "runs" / "InvertedPendulum" / "s0")
     command = [
@@ -206,10 +212,10 @@ def test_a_stopped_suite_still_writes_the_table_of_the_runs_that_finished(bench,
         *OVERRIDES,
         f"out={tmp_path}",
     ]
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
     for line in proc.stdout:
         if "InvertedPendulum s1: training" in line:
-            proc.send_signal(signal.SIGTERM)  # the training is still starting up: it cannot finish
+            proc.send_signal(sig)  # the training is still starting up: it cannot finish
             break
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode != 0, stdout + stderr
