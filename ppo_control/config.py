@@ -75,6 +75,7 @@ class PPOConfig:
     max_grad_norm: Optional[float] = MISSING
     target_kl: Optional[float] = MISSING
     normalize_adv: bool = MISSING
+    normalize_adv_over: str = MISSING
 
 
 @dataclass
@@ -203,6 +204,7 @@ CHOICES = {
     "env.vectorization": ("sync", "async"),
     "policy.activation": ("tanh", "relu", "elu", "gelu", "silu"),
     "ppo.lr_schedule": ("constant", "linear", "adaptive"),
+    "ppo.normalize_adv_over": ("minibatch", "batch"),
     "log.wandb_mode": ("offline", "online", "disabled"),
 }
 

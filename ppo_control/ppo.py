@@ -7,7 +7,7 @@ Knows nothing about environments: it gets a flat batch of transitions and a poli
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -89,6 +89,11 @@ def prepare_sequence_batch(policy: nn.Module, storage: RolloutStorage, last_valu
     return Batch(norm_obs, actions, log_probs, values, seq(advantages), seq(returns), states, starts)
 
 
+def standardize(x: torch.Tensor) -> torch.Tensor:
+    """Mean 0, std 1 (a single element is left as it is: it has no spread to divide by)."""
+    return (x - x.mean()) / (x.std() + 1e-8) if x.numel() > 1 else x
+
+
 def clipped_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, clip_range: float) -> torch.Tensor:
     """Per-sample PPO objective (to maximize): min(r * A, clip(r, 1-eps, 1+eps) * A).
 
@@ -167,6 +172,12 @@ def ppo_update(
     """
     sync = sync or Distributed()
     batch_size = len(batch)
+    normalize_minibatches = hp.normalize_adv and hp.normalize_adv_over == "minibatch"
+    if hp.normalize_adv and hp.normalize_adv_over == "batch":
+        # One mean and std for the whole rollout: a small minibatch's own are noisy estimates, and
+        # centring on a minibatch's mean can turn an action that was worse than the rollout's average
+        # into one that is reinforced.
+        batch = replace(batch, advantages=standardize(batch.advantages))
     kl_limit = kl_stop_threshold(hp.lr_schedule, hp.target_kl)
     value_clip = hp.clip_range if hp.clip_value_loss else None
     params = [p for p in policy.parameters() if p.requires_grad]
@@ -186,9 +197,7 @@ def ppo_update(
             log_ratio = log_probs - mb.log_probs
             ratio = log_ratio.exp()
 
-            advantages = mb.advantages
-            if hp.normalize_adv and advantages.numel() > 1:
-                advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+            advantages = standardize(mb.advantages) if normalize_minibatches else mb.advantages
             policy_loss = -clipped_surrogate(ratio, advantages, hp.clip_range).mean()
             v_loss = value_loss(values, mb.values, mb.returns, value_clip)
             entropy_mean = entropy.mean()

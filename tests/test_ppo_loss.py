@@ -92,6 +92,7 @@ def _setup(target_kl, lr=3e-4, epochs=4):
             max_grad_norm=0.5,
             target_kl=target_kl,
             normalize_adv=True,
+            normalize_adv_over="minibatch",
             lr_schedule="constant",
         )
     )
@@ -115,6 +116,27 @@ def test_ppo_update_stops_early_on_kl():
     assert stats["kl_early_stop"]
     assert stats["epochs_run"] == 1
     assert stats["optimizer_steps"] == 1  # the first minibatch (KL exactly 0) steps; the second stops
+
+
+def test_batch_scope_standardizes_the_advantages_once_over_the_whole_rollout():
+    """normalize_adv_over=batch steps exactly like unnormalized training on the rollout's standardized
+    advantages; per-minibatch normalization (4 minibatches) steps differently."""
+    from dataclasses import replace
+
+    from ppo_control.ppo import standardize
+
+    def trained(over: str, normalize: bool, standardized: bool) -> list[torch.Tensor]:
+        policy, optimizer, batch, hp = _setup(target_kl=None)
+        hp.normalize_adv, hp.normalize_adv_over = normalize, over
+        batch = replace(batch, advantages=3.0 * batch.advantages + 1.0)  # not standardized to begin with
+        if standardized:
+            batch = replace(batch, advantages=standardize(batch.advantages))
+        ppo_update(policy, optimizer, batch, hp, torch.Generator().manual_seed(0))
+        return [p.detach().clone() for p in policy.parameters()]
+
+    over_batch = trained("batch", normalize=True, standardized=False)
+    assert all(torch.equal(a, b) for a, b in zip(over_batch, trained("minibatch", normalize=False, standardized=True)))
+    assert not all(torch.allclose(a, b) for a, b in zip(over_batch, trained("minibatch", normalize=True, standardized=False)))
 
 
 def test_written_out_gaussian_matches_torch_distributions():

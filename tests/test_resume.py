@@ -380,6 +380,7 @@ def test_nonfinite_loss_raises_before_touching_parameters():
             max_grad_norm=0.5,
             target_kl=None,
             normalize_adv=True,
+            normalize_adv_over="minibatch",
             lr_schedule="constant",
         )
     )
