@@ -13,6 +13,7 @@ benchmark.py reuses them.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import math
@@ -30,6 +31,9 @@ from ppo_control.metrics import METRICS_FILE
 from ppo_control.resources import CONFIG_DIR
 
 CONFIG_FILE = "config.yaml"  # as runs.CONFIG_FILE; runs.py is not imported because it pulls in torch
+# A finished run kept in benchmarks/results stores its rows gzipped (several times smaller); it is
+# read like a live run's metrics.jsonl, which wins where both exist.
+ARCHIVED_METRICS_FILE = METRICS_FILE + ".gz"
 X_AXES = ("steps", "time")
 DIAGNOSTICS = ("approx_kl", "clip_fraction", "entropy", "explained_variance", "learning_rate", "sps")
 # A gap between two metrics rows this much longer than the later update itself is a stop and a
@@ -157,10 +161,16 @@ def elapsed_seconds(rows: list[dict[str, Any]]) -> np.ndarray:
     return elapsed
 
 
+def metrics_file(run_dir: Path) -> Optional[Path]:
+    """The run's metrics.jsonl, else its archived metrics.jsonl.gz, else None."""
+    return next((run_dir / name for name in (METRICS_FILE, ARCHIVED_METRICS_FILE) if (run_dir / name).is_file()), None)
+
+
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """metrics.jsonl rows; a line cut short by a killed process is skipped."""
+    """metrics.jsonl (or .jsonl.gz) rows; a line cut short by a killed process is skipped."""
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    for line in data.decode("utf-8").splitlines():
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
@@ -171,15 +181,15 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
 
 
 def is_run_dir(path: Path) -> bool:
-    return (path / METRICS_FILE).is_file() and (path / CONFIG_FILE).is_file()
+    return metrics_file(path) is not None and (path / CONFIG_FILE).is_file()
 
 
 def load_run(path: str | Path) -> Run:
     path = Path(path)
     try:
         config = OmegaConf.to_container(OmegaConf.load(path / CONFIG_FILE), resolve=True)
-        rows = read_metrics(path / METRICS_FILE) if (path / METRICS_FILE).is_file() else []
-    except (OmegaConfBaseException, ValueError, OSError) as exc:
+        rows = read_metrics(metrics) if (metrics := metrics_file(path)) else []
+    except (OmegaConfBaseException, ValueError, OSError, EOFError) as exc:  # EOFError: a truncated .gz
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"cannot read the run in '{path}': {first}") from None
     if not isinstance(config, dict) or "task" not in config or "total_steps" not in config:
@@ -193,7 +203,8 @@ def find_run_dirs(paths: list[str | Path]) -> list[Path]:
     for given in map(Path, paths):
         if not given.is_dir():
             raise UserError(f"'{given}' is not a directory; give run directories or directories that contain runs")
-        below = [given] if is_run_dir(given) else sorted(p.parent for p in given.rglob(METRICS_FILE) if is_run_dir(p.parent))
+        candidates = {p.parent for name in (METRICS_FILE, ARCHIVED_METRICS_FILE) for p in given.rglob(name)}
+        below = [given] if is_run_dir(given) else sorted(p for p in candidates if is_run_dir(p))
         found += [p for p in below if p not in found]
     return found
 

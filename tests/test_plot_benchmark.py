@@ -501,3 +501,35 @@ def test_results_tables_give_worst_median_and_mean_of_the_final_policies(tmp_pat
     assert f"| MyHopper | fast | 400 | 2 | 10.0 | 20.0 | 20.0 ± 10.0 | 10.0, 30.0 (not finished: s2) | - | - | {clock} |" in table
     assert [r["seed"] for r in read_csv(tmp_path / "runs.csv")] == ["0", "1", "2", "0", "1"]
     assert_image(tmp_path / "learning_curves.png")
+
+
+def test_an_archived_run_with_gzipped_metrics_reads_like_the_live_one(tmp_path):
+    """Result folders keep finished runs' rows as metrics.jsonl.gz: find_run_dirs finds them,
+    load_run reads the same rows, and the benchmark counts such a run as finished (skipped)."""
+    import gzip
+
+    from omegaconf import OmegaConf
+
+    from ppo_control.benchmark import Job
+    from ppo_control.errors import UserError
+    from ppo_control.plot import find_run_dirs, load_run
+
+    runs = {}
+    for name in ("live", "archived"):
+        run_dir = tmp_path / "runs" / "Hopper" / name
+        run_dir.mkdir(parents=True)
+        OmegaConf.save(OmegaConf.create(made_up_config("Hopper", 0)), run_dir / "config.yaml")
+        text = "".join(json.dumps(row) + "\n" for row in made_up_rows([1234.5]))
+        if name == "archived":
+            (run_dir / "metrics.jsonl.gz").write_bytes(gzip.compress(text.encode()))
+        else:
+            (run_dir / "metrics.jsonl").write_text(text)
+        runs[name] = run_dir
+    assert find_run_dirs([tmp_path]) == [runs["archived"], runs["live"]]
+    live, archived = load_run(runs["live"]), load_run(runs["archived"])
+    assert archived.rows == live.rows and archived.rows[-1]["eval_return"] == 1234.5
+    assert Job("Hopper", 0, runs["archived"], 400).done(archived)
+
+    (runs["archived"] / "metrics.jsonl.gz").write_bytes(gzip.compress(b"{}")[:10])  # cut short
+    with pytest.raises(UserError, match="cannot read the run"):
+        load_run(runs["archived"])
