@@ -34,6 +34,7 @@ CONFIG_FILE = "config.yaml"  # as runs.CONFIG_FILE; runs.py is not imported beca
 # A finished run kept in benchmarks/results stores its rows gzipped (several times smaller); it is
 # read like a live run's metrics.jsonl, which wins where both exist.
 ARCHIVED_METRICS_FILE = METRICS_FILE + ".gz"
+METRICS_FILES = (METRICS_FILE, ARCHIVED_METRICS_FILE)  # in order of preference
 X_AXES = ("steps", "time")
 DIAGNOSTICS = ("approx_kl", "clip_fraction", "entropy", "explained_variance", "learning_rate", "sps")
 # A gap between two metrics rows this much longer than the later update itself is a stop and a
@@ -163,7 +164,7 @@ def elapsed_seconds(rows: list[dict[str, Any]]) -> np.ndarray:
 
 def metrics_file(run_dir: Path) -> Optional[Path]:
     """The run's metrics.jsonl, else its archived metrics.jsonl.gz, else None."""
-    return next((run_dir / name for name in (METRICS_FILE, ARCHIVED_METRICS_FILE) if (run_dir / name).is_file()), None)
+    return next((run_dir / name for name in METRICS_FILES if (run_dir / name).is_file()), None)
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
@@ -203,8 +204,11 @@ def find_run_dirs(paths: list[str | Path]) -> list[Path]:
     for given in map(Path, paths):
         if not given.is_dir():
             raise UserError(f"'{given}' is not a directory; give run directories or directories that contain runs")
-        candidates = {p.parent for name in (METRICS_FILE, ARCHIVED_METRICS_FILE) for p in given.rglob(name)}
-        below = [given] if is_run_dir(given) else sorted(p for p in candidates if is_run_dir(p))
+        if is_run_dir(given):
+            below = [given]
+        else:
+            candidates = {p.parent for name in METRICS_FILES for p in given.rglob(name)}
+            below = sorted(p for p in candidates if is_run_dir(p))
         found += [p for p in below if p not in found]
     return found
 
