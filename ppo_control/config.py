@@ -71,6 +71,7 @@ class PPOConfig:
     clip_range: float = MISSING
     clip_value_loss: bool = MISSING
     ent_coef: float = MISSING
+    ent_schedule: str = MISSING
     vf_coef: float = MISSING
     max_grad_norm: Optional[float] = MISSING
     target_kl: Optional[float] = MISSING
@@ -204,6 +205,7 @@ CHOICES = {
     "env.vectorization": ("sync", "async"),
     "policy.activation": ("tanh", "relu", "elu", "gelu", "silu"),
     "ppo.lr_schedule": ("constant", "linear", "adaptive"),
+    "ppo.ent_schedule": ("constant", "linear"),
     "ppo.normalize_adv_over": ("minibatch", "batch"),
     "log.wandb_mode": ("offline", "online", "disabled"),
 }

@@ -10,8 +10,8 @@ event files written directly in the run directory, so `tensorboard --logdir runs
     eval/    return, return_std, length                      (row keys eval_return, eval_return_std, eval_length)
     loss/    policy, value                                   (row keys policy_loss, value_loss)
     policy/  entropy, log_std_mean
-    ppo/     approx_kl, clip_fraction, explained_variance, grad_norm, learning_rate, epochs_run,
-             kl_early_stop (0/1)
+    ppo/     approx_kl, clip_fraction, explained_variance, grad_norm, learning_rate, ent_coef,
+             epochs_run, kl_early_stop (0/1)
     perf/    sps, steps_this_update, update
     other/   <key>                                           (any key not listed above)
 
@@ -78,6 +78,7 @@ TENSORBOARD_TAGS = {
     "explained_variance": "ppo/explained_variance",
     "grad_norm": "ppo/grad_norm",
     "learning_rate": "ppo/learning_rate",
+    "ent_coef": "ppo/ent_coef",
     "epochs_run": "ppo/epochs_run",
     "kl_early_stop": "ppo/kl_early_stop",
     "sps": "perf/sps",

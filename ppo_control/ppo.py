@@ -123,14 +123,26 @@ def explained_variance(predictions: torch.Tensor, targets: torch.Tensor) -> floa
     return float("nan") if var == 0 else float(1.0 - (targets - predictions).var() / var)
 
 
+def linear_decay(value: float, step: int, total_steps: int) -> float:
+    """`value` at step 0, falling linearly to zero at total_steps (and staying there)."""
+    return value * max(1.0 - step / total_steps, 0.0)
+
+
 def scheduled_learning_rate(schedule: str, base_lr: float, current_lr: float, step: int, total_steps: int) -> float:
     """Rate for the next update. `linear` decays to zero at total_steps; `adaptive` keeps the
     current rate (it is changed by `adapt_learning_rate` after each update)."""
     if schedule == "linear":
-        return base_lr * max(1.0 - step / total_steps, 0.0)
+        return linear_decay(base_lr, step, total_steps)
     if schedule == "adaptive":
         return current_lr
     return base_lr
+
+
+def scheduled_entropy_coef(schedule: str, base_coef: float, step: int, total_steps: int) -> float:
+    """Entropy bonus for the next update. `linear` decays it to zero at total_steps: a bonus large
+    enough to keep exploring early would, held to the end, keep the final policy too noisy to
+    commit to the gait it found."""
+    return linear_decay(base_coef, step, total_steps) if schedule == "linear" else base_coef
 
 
 def adapt_learning_rate(lr: float, kl: float, target_kl: float) -> float:
@@ -162,10 +174,12 @@ def ppo_update(
     hp,
     generator: torch.Generator,
     sync: Distributed | None = None,
+    ent_coef: float | None = None,
 ) -> dict[str, float]:
     """Run up to `hp.epochs` passes of `hp.minibatches` minibatches over `batch`.
 
-    `hp` is the `ppo` config section. Before each minibatch's optimizer step the approximate KL of
+    `hp` is the `ppo` config section; `ent_coef` (default `hp.ent_coef`) is this update's
+    entropy bonus, for a schedule. Before each minibatch's optimizer step the approximate KL of
     that minibatch is measured (averaged over ranks); once it exceeds the threshold the loop stops
     without taking that step. With `sync`, gradients are averaged over ranks every minibatch.
     Returns the diagnostics averaged over the minibatches evaluated.
@@ -180,6 +194,7 @@ def ppo_update(
         batch = replace(batch, advantages=standardize(batch.advantages))
     kl_limit = kl_stop_threshold(hp.lr_schedule, hp.target_kl)
     value_clip = hp.clip_range if hp.clip_value_loss else None
+    ent_coef = hp.ent_coef if ent_coef is None else ent_coef
     params = [p for p in policy.parameters() if p.requires_grad]
 
     # Diagnostics are summed as tensors and read once at the end: no host sync per minibatch for
@@ -201,7 +216,7 @@ def ppo_update(
             policy_loss = -clipped_surrogate(ratio, advantages, hp.clip_range).mean()
             v_loss = value_loss(values, mb.values, mb.returns, value_clip)
             entropy_mean = entropy.mean()
-            loss = policy_loss + hp.vf_coef * v_loss - hp.ent_coef * entropy_mean
+            loss = policy_loss + hp.vf_coef * v_loss - ent_coef * entropy_mean
 
             with torch.no_grad():
                 kl = approx_kl(log_ratio)
@@ -256,12 +271,14 @@ class PPOLearner:
         return self.optimizer.param_groups[0]["lr"]
 
     def update(self, batch: Batch, step: int) -> dict[str, float]:
-        """Set the scheduled rate for this update, run it, adapt the rate (adaptive schedule) after.
-        The stats include the rate the update used."""
+        """Set the scheduled rate and entropy bonus for this update, run it, adapt the rate
+        (adaptive schedule) after. The stats include the rate and bonus the update used."""
         lr = scheduled_learning_rate(self.hp.lr_schedule, self.hp.learning_rate, self.learning_rate, step, self.total_steps)
+        ent_coef = scheduled_entropy_coef(self.hp.ent_schedule, self.hp.ent_coef, step, self.total_steps)
         set_learning_rate(self.optimizer, lr)
-        stats = ppo_update(self.policy, self.optimizer, batch, self.hp, self.generator, self.sync)
+        stats = ppo_update(self.policy, self.optimizer, batch, self.hp, self.generator, self.sync, ent_coef)
         if self.hp.lr_schedule == "adaptive":
             set_learning_rate(self.optimizer, adapt_learning_rate(lr, stats["approx_kl"], self.hp.target_kl))
         stats["learning_rate"] = lr
+        stats["ent_coef"] = ent_coef
         return stats

@@ -62,6 +62,7 @@ def metrics_row(progress: Progress, stats: dict[str, Any], log_std_mean: float, 
         "policy_loss",
         "value_loss",
         "learning_rate",
+        "ent_coef",
         "epochs_run",
         "kl_early_stop",
     )
@@ -260,7 +261,8 @@ class Trainer:
             self.policy.obs_normalizer.merge(*self.dist.global_moments(raw_obs))
         stats = self.learner.update(batch, self.progress.step)
         stats["explained_variance"] = explained_variance(batch.values, batch.returns)
-        stats = self.dist.mean_stats(stats, exclude=("approx_kl", "learning_rate"))  # the KL is averaged every minibatch already
+        # The KL is averaged every minibatch already; the rate and bonus are the same on every rank.
+        stats = self.dist.mean_stats(stats, exclude=("approx_kl", "learning_rate", "ent_coef"))
         check_finite_parameters(self.policy, self.progress.update + 1)
 
         steps = self.cfg.env.n_envs * self.cfg.ppo.rollout_steps * self.dist.world_size

@@ -9,12 +9,14 @@ from omegaconf import OmegaConf
 from ppo_control.policy import ActorCritic
 from ppo_control.ppo import (
     Batch,
+    PPOLearner,
     adapt_learning_rate,
     approx_kl,
     clipped_surrogate,
     explained_variance,
     kl_stop_threshold,
     ppo_update,
+    scheduled_entropy_coef,
     scheduled_learning_rate,
     value_loss,
 )
@@ -71,6 +73,32 @@ def test_learning_rate_schedules():
     assert kl_stop_threshold("linear", 0.02) == 0.02
     assert kl_stop_threshold("adaptive", 0.02) == 0.04
     assert kl_stop_threshold("linear", None) is None
+
+
+def test_entropy_schedules():
+    assert scheduled_entropy_coef("constant", 0.005, 900, 1000) == 0.005
+    assert scheduled_entropy_coef("linear", 0.004, 250, 1000) == pytest.approx(0.003)
+    assert scheduled_entropy_coef("linear", 0.004, 0, 1000) == 0.004
+    assert scheduled_entropy_coef("linear", 0.004, 1500, 1000) == 0.0
+
+
+def test_learner_applies_the_scheduled_entropy_bonus():
+    """A linear bonus at step 3/4 of the run trains exactly like a constant bonus of a quarter of it,
+    and differently from the full constant bonus: the schedule reaches the loss."""
+
+    def trained(schedule: str, coef: float, step: int) -> tuple[list[torch.Tensor], dict]:
+        policy, _, batch, hp = _setup(target_kl=None, epochs=2)
+        hp.ent_coef, hp.ent_schedule, hp.learning_rate = coef, schedule, 3e-3
+        stats = PPOLearner(policy, hp, 1000, torch.Generator().manual_seed(0)).update(batch, step)
+        return [p.detach().clone() for p in policy.parameters()], stats
+
+    scheduled, stats = trained("linear", 0.4, 750)
+    assert stats["ent_coef"] == pytest.approx(0.1)
+    quarter, _ = trained("constant", 0.1, 750)
+    full, full_stats = trained("constant", 0.4, 750)
+    assert full_stats["ent_coef"] == 0.4
+    assert all(torch.allclose(a, b) for a, b in zip(scheduled, quarter))
+    assert not all(torch.allclose(a, b) for a, b in zip(scheduled, full))
 
 
 def _setup(target_kl, lr=3e-4, epochs=4):
