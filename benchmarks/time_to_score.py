@@ -3,7 +3,7 @@
     pip install -r benchmarks/requirements.txt
     python benchmarks/time_to_score.py [tasks=[HalfCheetah,Hopper,Walker2d,Ant]] [seeds=3] [budget_s=300]
         [eval_every=0] [sb3_eval_every=0] [eval_every_s=15] [eval_episodes=5] [total_steps=None]
-        [thresholds=[Task:score,...]] [sb3=true] [work_dir=<keep runs here>]
+        [thresholds=[Task:score,...]] [sb3=true] [work_dir=<keep runs here>] [resume=false]
     python benchmarks/time_to_score.py plot_only=true     # redraw the PNG from the saved JSON alone
 
 For each task and seed (0 .. seeds-1), back to back and never two at once: ours, then SB3, each a
@@ -37,7 +37,9 @@ median time; the budget if ours did not reach it): the last SB3 evaluation at or
 
 Writes benchmarks/results/time_to_score.json (after every run, so an interrupted benchmark keeps
 what it measured) and time_to_score.png (one panel per task: eval return vs wall-clock seconds,
-each seed a thin line, threshold dashed), and prints a markdown table.
+each seed a thin line, threshold dashed), and prints a markdown table. `resume=true` keeps the runs
+already in `out` and runs only the missing ones; `out` must have been written with the same budget,
+evaluation settings, total_steps and thresholds.
 
 Expected duration: tasks x seeds x (2 x budget_s + ~15 s start-up/shutdown) -> 4 x 3 x ~615 s ~= 2 h
 with the defaults. `tasks=[HalfCheetah] seeds=1 budget_s=60` takes ~2.5 min.
@@ -86,6 +88,7 @@ DEFAULTS: dict[str, Any] = {
     "sb3": True,
     "plot_only": False,
     "work_dir": None,
+    "resume": False,
     "out": str(RESULTS_DIR / "time_to_score.json"),
     "png": str(RESULTS_DIR / "time_to_score.png"),
 }
@@ -332,6 +335,28 @@ def plot(data: dict[str, Any], png: Path) -> None:
     plt.close(fig)
 
 
+RESUME_MUST_MATCH = ("budget_s", "eval_episodes", "eval_every_s", "ours_total_steps")
+
+
+def resumed_runs(out: Path, data: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """The runs of an earlier, interrupted benchmark in `out` that this one can keep, by task and side;
+    an `out` measured under other settings is an error (naming the first difference), not a mix."""
+    if not out.exists():
+        return {}
+    previous = json.loads(out.read_text())
+    differences = [k for k in RESUME_MUST_MATCH if previous.get(k) != data[k]]
+    for side in ("ours", "sb3"):
+        if previous.get("eval_intervals", {}).get(side) != data["eval_intervals"][side]:
+            differences.append(f"eval_intervals.{side}")
+    for task, entry in previous.get("tasks", {}).items():
+        if task in data["tasks"] and entry.get("threshold") != data["tasks"][task]["threshold"]:
+            differences.append(f"{task} threshold")
+    if differences:
+        key = differences[0]
+        raise SystemExit(f"resume: {rel(out)} was measured with another {key}; choose another out= or drop resume=true")
+    return {task: entry.get("runs", {}) for task, entry in previous.get("tasks", {}).items() if task in data["tasks"]}
+
+
 def main(argv: list[str]) -> None:
     args = parse_args(argv, DEFAULTS, USAGE)
     out, png = Path(args["out"]), Path(args["png"])
@@ -372,6 +397,7 @@ def main(argv: list[str]) -> None:
         "versions": versions(),
         "tasks": {t: {"threshold": thresholds[t], "runs": {"ours": [], "sb3": []}} for t in args["tasks"]},
     }
+    kept = resumed_runs(out, data) if args["resume"] else {}
     tmp = None if args["work_dir"] else tempfile.TemporaryDirectory(prefix="time-to-score-")
     work = Path(args["work_dir"] or tmp.name).resolve()  # type: ignore[union-attr]
     work.mkdir(parents=True, exist_ok=True)
@@ -380,13 +406,16 @@ def main(argv: list[str]) -> None:
         for task in args["tasks"]:
             entry = data["tasks"][task]
             for seed in range(args["seeds"]):
-                ours = run_ours(task, seed, args, intervals["ours"], work / f"ours-{task}-s{seed}")
-                entry["runs"]["ours"].append(ours)
-                print(f"{task} seed {seed} ours: {describe_run(ours, thresholds[task], budget)}", flush=True)
-                if args["sb3"]:
-                    sb3 = run_sb3(task, seed, args, intervals["sb3"], work / f"sb3-{task}-s{seed}.json")
-                    entry["runs"]["sb3"].append(sb3)
-                    print(f"{task} seed {seed} SB3:  {describe_run(sb3, thresholds[task], budget)}", flush=True)
+                for side in ("ours", "sb3") if args["sb3"] else ("ours",):
+                    earlier = [r for r in kept.get(task, {}).get(side, []) if r["seed"] == seed]
+                    if earlier:
+                        run, how = earlier[0], "kept from the earlier benchmark"
+                    elif side == "ours":
+                        run, how = run_ours(task, seed, args, intervals["ours"], work / f"ours-{task}-s{seed}"), "ran"
+                    else:
+                        run, how = run_sb3(task, seed, args, intervals["sb3"], work / f"sb3-{task}-s{seed}.json"), "ran"
+                    entry["runs"][side].append(run)
+                    print(f"{task} seed {seed} {side}: {describe_run(run, thresholds[task], budget)} ({how})", flush=True)
                 entry["summary"] = summarize(task, thresholds[task], entry["runs"], budget)
                 data["wall_s"] = time.time() - started
                 write_json(out, data)  # after every run: an interrupted benchmark keeps what it measured
