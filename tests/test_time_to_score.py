@@ -13,7 +13,8 @@ SETTINGS = ["tasks=[HalfCheetah]", "sb3=false", "eval_every=2048", "sb3_eval_eve
 
 
 def load_script():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    if str(ROOT / "benchmarks") not in sys.path:  # the script imports its sibling `common`
+        sys.path.insert(0, str(ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location("time_to_score", ROOT / "benchmarks" / "time_to_score.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
