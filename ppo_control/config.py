@@ -68,6 +68,7 @@ class PPOConfig:
     lr_schedule: str = MISSING
     gamma: float = MISSING
     gae_lambda: float = MISSING
+    gae_lambda_end: Optional[float] = MISSING
     clip_range: float = MISSING
     clip_value_loss: bool = MISSING
     ent_coef: float = MISSING
@@ -514,6 +515,7 @@ def validate(cfg: DictConfig) -> None:
     require(finite("ppo.learning_rate") > 0, "ppo.learning_rate", "> 0")
     require(0 < finite("ppo.gamma") <= 1, "ppo.gamma", "in (0, 1]")
     require(0 <= finite("ppo.gae_lambda") <= 1, "ppo.gae_lambda", "in [0, 1]")
+    require(ppo.gae_lambda_end is None or 0 <= finite("ppo.gae_lambda_end") <= 1, "ppo.gae_lambda_end", "null or in [0, 1]")
     require(finite("ppo.clip_range") > 0, "ppo.clip_range", "> 0")
     require(finite("ppo.ent_coef") >= 0, "ppo.ent_coef", ">= 0")
     require(finite("ppo.vf_coef") > 0, "ppo.vf_coef", "> 0")

@@ -145,6 +145,16 @@ def scheduled_entropy_coef(schedule: str, base_coef: float, step: int, total_ste
     return linear_decay(base_coef, step, total_steps) if schedule == "linear" else base_coef
 
 
+def scheduled_gae_lambda(start: float, end: float | None, step: int, total_steps: int) -> float:
+    """GAE lambda for the next rollout: `start`, or with an `end`, moving linearly from `start` at
+    step 0 to `end` at total_steps. A long advantage horizon early credits the actions that led,
+    many steps later, to a fall or a gain; a short one late gives lower-variance advantages while
+    the policy refines what it found."""
+    if end is None:
+        return start
+    return end + linear_decay(start - end, step, total_steps)
+
+
 def adapt_learning_rate(lr: float, kl: float, target_kl: float) -> float:
     """KL-adaptive rate: shrink when the update moved the policy > 2x target, grow when < 0.5x."""
     if kl > 2.0 * target_kl:
@@ -265,6 +275,10 @@ class PPOLearner:
         self.sync = sync or Distributed()
         # fused: one kernel for all parameters instead of a loop of small ops
         self.optimizer = torch.optim.Adam(policy.parameters(), lr=hp.learning_rate, eps=1e-5, fused=True)
+
+    def gae_lambda(self, step: int) -> float:
+        """The GAE lambda the rollout collected at `step` is prepared with (`ppo.gae_lambda_end`)."""
+        return scheduled_gae_lambda(self.hp.gae_lambda, self.hp.gae_lambda_end, step, self.total_steps)
 
     @property
     def learning_rate(self) -> float:

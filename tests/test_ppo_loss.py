@@ -17,6 +17,7 @@ from ppo_control.ppo import (
     kl_stop_threshold,
     ppo_update,
     scheduled_entropy_coef,
+    scheduled_gae_lambda,
     scheduled_learning_rate,
     value_loss,
 )
@@ -80,6 +81,15 @@ def test_entropy_schedules():
     assert scheduled_entropy_coef("linear", 0.004, 250, 1000) == pytest.approx(0.003)
     assert scheduled_entropy_coef("linear", 0.004, 0, 1000) == 0.004
     assert scheduled_entropy_coef("linear", 0.004, 1500, 1000) == 0.0
+
+
+def test_gae_lambda_schedules():
+    assert scheduled_gae_lambda(0.95, None, 900, 1000) == 0.95
+    assert scheduled_gae_lambda(0.99, 0.95, 0, 1000) == 0.99
+    assert scheduled_gae_lambda(0.99, 0.95, 500, 1000) == pytest.approx(0.97)
+    assert scheduled_gae_lambda(0.99, 0.95, 1000, 1000) == pytest.approx(0.95)
+    assert scheduled_gae_lambda(0.99, 0.95, 1500, 1000) == pytest.approx(0.95)  # a resumed run trained longer stays at the end
+    assert scheduled_gae_lambda(0.5, 0.9, 250, 1000) == pytest.approx(0.6)  # rising works too
 
 
 def test_learner_applies_the_scheduled_entropy_bonus():
