@@ -201,7 +201,7 @@ def plan_job(task: str, seed: int, requested: dict, total_steps: int, run_dir: P
     run = load_run(run_dir)
     saved = {**run.algorithm, "seed": run.seed}
     wanted = {**requested, "seed": seed}
-    for key in wanted.keys() & saved.keys():  # a key the project added since that run was made is not a difference
+    for key in wanted.keys() & saved.keys():  # a key added since that run was made reads as its default (plot.load_run)
         if wanted[key] != saved[key]:
             raise UserError(
                 f"'{run_dir}' holds a run with {key}={saved[key]!r}, but this benchmark asks for {key}={wanted[key]!r}; "

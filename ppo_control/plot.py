@@ -25,7 +25,7 @@ import numpy as np
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from ppo_control.config import RESUME_CHANGEABLE, ConfigError, parse_command_args
+from ppo_control.config import RESUME_CHANGEABLE, ConfigError, default_config, parse_command_args
 from ppo_control.errors import UserError, run_cli
 from ppo_control.metrics import METRICS_FILE
 from ppo_control.resources import CONFIG_DIR
@@ -195,7 +195,20 @@ def load_run(path: str | Path) -> Run:
         raise UserError(f"cannot read the run in '{path}': {first}") from None
     if not isinstance(config, dict) or "task" not in config or "total_steps" not in config:
         raise UserError(f"'{path / CONFIG_FILE}' is not a ppo_control run config (no task or total_steps)")
-    return Run(path, config, rows)
+    return Run(path, with_defaults(config, OmegaConf.to_container(default_config(), resolve=True)), rows)
+
+
+def with_defaults(saved: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """`saved` with every key it lacks taken from `defaults`, at any depth. A key the project added
+    after a run was made is absent from its config; the run behaved as the key's default (new keys
+    default to the old behaviour), so it compares and groups as that value."""
+    filled = dict(saved)
+    for key, value in defaults.items():
+        if key not in filled:
+            filled[key] = value
+        elif isinstance(value, dict) and isinstance(filled[key], dict) and key != "kwargs":
+            filled[key] = with_defaults(filled[key], value)
+    return filled
 
 
 def find_run_dirs(paths: list[str | Path]) -> list[Path]:

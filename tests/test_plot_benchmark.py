@@ -529,3 +529,41 @@ def test_an_archived_run_with_gzipped_metrics_reads_like_the_live_one(tmp_path):
     (runs["archived"] / "metrics.jsonl.gz").write_bytes(gzip.compress(b"{}")[:10])  # cut short
     with pytest.raises(UserError, match="cannot read the run"):
         load_run(runs["archived"])
+
+
+def test_a_key_added_after_a_run_was_made_reads_as_its_default(tmp_path):
+    """A run made before a config key existed behaved as that key's default: it groups with runs
+    that set the default and apart from runs that set another value, and a benchmark asking for
+    another value refuses it instead of skipping it as done."""
+    from omegaconf import OmegaConf
+
+    from ppo_control.benchmark import plan_job
+    from ppo_control.config import default_config
+    from ppo_control.errors import UserError
+    from ppo_control.plot import algorithm_config, group_runs, load_run
+
+    defaults = OmegaConf.to_container(default_config(), resolve=True)
+    configs = {
+        "old": made_up_config("Hopper", 0),  # no ppo.gae_lambda_end: made before it existed
+        "default": {**made_up_config("Hopper", 1), "ppo": {"epochs": 10, "gae_lambda_end": None}},
+        "scheduled": {**made_up_config("Hopper", 2), "ppo": {"epochs": 10, "gae_lambda_end": 0.9}},
+    }
+    runs = {}
+    for name, config in configs.items():
+        run_dir = tmp_path / name
+        run_dir.mkdir()
+        OmegaConf.save(OmegaConf.create(config), run_dir / "config.yaml")
+        (run_dir / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in made_up_rows([1000.0])))
+        runs[name] = load_run(run_dir)
+    assert runs["old"].config["ppo"]["gae_lambda_end"] is None and runs["old"].config["ppo"]["epochs"] == 10
+    experiments = group_runs(list(runs.values()))["Hopper"]
+    assert [[run.seed for run in seeds] for seeds in experiments] == [[0, 1], [2]]
+
+    def requested(gae_lambda_end):
+        wanted = algorithm_config(runs["old"].config)
+        return {**wanted, "ppo.gae_lambda_end": gae_lambda_end}
+
+    assert plan_job("Hopper", 0, requested(None), 400, tmp_path / "old").action == "skip"
+    assert defaults["ppo"]["gae_lambda_end"] is None
+    with pytest.raises(UserError, match="gae_lambda_end=None, but this benchmark asks for ppo.gae_lambda_end=0.9"):
+        plan_job("Hopper", 0, requested(0.9), 400, tmp_path / "old")
