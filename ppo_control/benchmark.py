@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import difflib
-import fcntl
 import os
 import platform
 import shutil
@@ -40,6 +39,7 @@ from ppo_control.config import (
     parse_overrides,
 )
 from ppo_control.errors import TrainingStopped, UserError, run_cli
+from ppo_control.locks import RUN_LOCK_FILE, is_held, try_lock
 from ppo_control.metrics import format_duration
 from ppo_control.plot import (
     CONFIG_FILE,
@@ -55,6 +55,7 @@ from ppo_control.plot import (
 RESULTS_ROOT = Path("benchmarks") / "results"
 PER_RUN_KEYS = ("task", "seed", "run_dir", "resume")  # the benchmark sets these for each run
 LOG_TAIL_LINES = 15
+OUT_LOCK_FILE = ".benchmark.lock"  # held by the benchmark writing into an out= directory
 REFERENCES_NAME = "configs/references.yaml"  # as the tables name plot.REFERENCES_FILE
 
 
@@ -168,20 +169,6 @@ def run_overrides(args: BenchmarkArgs, train: list[str]) -> list[str]:
     return given + train
 
 
-def is_locked(run_dir: Path) -> bool:
-    """Whether a training process holds the run directory's lock (see runs.lock_run_dir)."""
-    lock = run_dir / ".lock"
-    if not lock.is_file():
-        return False
-    with open(lock, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-    return False
-
-
 def plan_job(task: str, seed: int, requested: dict, total_steps: int, run_dir: Path) -> Job:
     """Decide what a run needs: train it, resume it, restart it (nothing to resume from) or skip it.
     A run already there must be the same experiment (same config but for what a resume may change)."""
@@ -190,7 +177,7 @@ def plan_job(task: str, seed: int, requested: dict, total_steps: int, run_dir: P
         return job
     if not run_dir.is_dir():
         raise UserError(f"'{run_dir}' is not a directory; choose another out=")
-    if is_locked(run_dir):
+    if is_held(run_dir / RUN_LOCK_FILE):
         raise UserError(f"run_dir '{run_dir}' is in use by a training process; wait for it or stop it first")
     has_checkpoint = any((run_dir / "checkpoints").glob("*.pt"))
     if not (run_dir / CONFIG_FILE).is_file():
@@ -515,6 +502,11 @@ def main(argv: list[str]) -> None:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"out: cannot create '{out}' ({exc.strerror or exc}); choose a writable location") from None
+    # Each invocation writes its own seeds' tables: two at once into one out= would leave only the
+    # last writer's.
+    out_lock, holder = try_lock(out / OUT_LOCK_FILE)
+    if out_lock is None:
+        raise UserError(f"out '{out}' is in use by another benchmark ({holder}); wait for it, or give each benchmark its own out=")
 
     counts = {action: sum(j.action == action for j in jobs) for action in ("train", "resume", "restart", "skip")}
     print(

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,6 +23,7 @@ from ppo_control.checkpoint import (
 from ppo_control.config import saved_run_config
 from ppo_control.envs import EnvInfo
 from ppo_control.errors import UserError
+from ppo_control.locks import RUN_LOCK_FILE, try_lock
 from ppo_control.metrics import METRICS_FILE
 from ppo_control.observations import group_index
 from ppo_control.policy import ActorCritic
@@ -73,25 +72,12 @@ def write_config(run_dir: Path, cfg: DictConfig) -> None:
     atomic_write(run_dir / CONFIG_FILE, lambda tmp: OmegaConf.save(cfg, tmp, resolve=True))
 
 
-LOCK_FILE = ".lock"
-
-
 def lock_run_dir(run_dir: Path) -> IO[str]:
-    """Hold an exclusive lock on the run directory for as long as the returned file stays open.
-    Two processes training into one run would interleave checkpoints and metrics; the OS drops
-    the lock when the holder exits, even on SIGKILL."""
-    handle = open(Path(run_dir) / LOCK_FILE, "a+")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.seek(0)
-        holder = handle.read().strip() or "another process"
-        handle.close()
-        raise UserError(f"run_dir '{run_dir}' is in use by a training process ({holder}); wait for it or stop it first") from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"pid {os.getpid()}")
-    handle.flush()
+    """Hold an exclusive lock on the run directory for as long as the returned file stays open:
+    two processes training into one run would interleave checkpoints and metrics."""
+    handle, holder = try_lock(Path(run_dir) / RUN_LOCK_FILE)
+    if handle is None:
+        raise UserError(f"run_dir '{run_dir}' is in use by a training process ({holder}); wait for it or stop it first")
     return handle
 
 

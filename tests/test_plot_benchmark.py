@@ -244,6 +244,26 @@ def test_benchmark_bad_input_is_one_line(tmp_path, capsys, args, message):
     assert not (tmp_path / "b").exists()
 
 
+def test_a_second_benchmark_into_the_same_out_is_refused(tmp_path, capsys):
+    """Two benchmarks writing one out= at once would each write a table of their own seeds only:
+    the second is refused with one line while the first holds the directory, and nothing in it
+    changes; once the first is gone the directory is free again."""
+    from ppo_control.benchmark import OUT_LOCK_FILE, main
+    from ppo_control.locks import try_lock
+
+    out = tmp_path / "b"
+    out.mkdir()
+    (out / "results.md").write_text("the first benchmark's table")
+    holder, _ = try_lock(out / OUT_LOCK_FILE)  # stands in for a running benchmark
+    code, _, err = cli_in_process(main, ["tasks=[InvertedPendulum]", "seeds=1", f"out={out}"], capsys)
+    assert_one_error_line(code, err, f"out '{out}' is in use by another benchmark (pid {os.getpid()})")
+    assert sorted(p.name for p in out.iterdir()) == [OUT_LOCK_FILE, "results.md"]
+    assert (out / "results.md").read_text() == "the first benchmark's table"
+    holder.close()
+    again, _ = try_lock(out / OUT_LOCK_FILE)
+    assert again is not None
+
+
 @pytest.mark.slow
 def test_plot_over_time_and_single_run_diagnostics(bench, tmp_path, capsys):
     out, _ = bench
