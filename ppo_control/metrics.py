@@ -59,6 +59,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 METRICS_FILE = "metrics.jsonl"
+ARCHIVED_METRICS_FILE = METRICS_FILE + ".gz"  # a finished run's rows, gzipped to keep result folders small
 FLUSH_SECONDS = 10  # TensorBoard: longest a written scalar waits in the buffer before a reader can see it
 
 # Row key -> TensorBoard tag (see the module docstring). Keys not listed go to other/<key>.

@@ -27,13 +27,12 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ppo_control.config import RESUME_CHANGEABLE, ConfigError, default_config, parse_command_args
 from ppo_control.errors import UserError, run_cli
-from ppo_control.metrics import METRICS_FILE
+from ppo_control.metrics import ARCHIVED_METRICS_FILE, METRICS_FILE
 from ppo_control.resources import CONFIG_DIR
 
 CONFIG_FILE = "config.yaml"  # as runs.CONFIG_FILE; runs.py is not imported because it pulls in torch
 # A finished run kept in benchmarks/results stores its rows gzipped (several times smaller); it is
 # read like a live run's metrics.jsonl, which wins where both exist.
-ARCHIVED_METRICS_FILE = METRICS_FILE + ".gz"
 METRICS_FILES = (METRICS_FILE, ARCHIVED_METRICS_FILE)  # in order of preference
 X_AXES = ("steps", "time")
 DIAGNOSTICS = ("approx_kl", "clip_fraction", "entropy", "explained_variance", "learning_rate", "sps")

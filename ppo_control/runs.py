@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import tempfile
+import zlib
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -24,7 +26,7 @@ from ppo_control.config import saved_run_config
 from ppo_control.envs import EnvInfo
 from ppo_control.errors import UserError
 from ppo_control.locks import RUN_LOCK_FILE, try_lock
-from ppo_control.metrics import METRICS_FILE
+from ppo_control.metrics import ARCHIVED_METRICS_FILE, METRICS_FILE
 from ppo_control.observations import group_index
 from ppo_control.policy import ActorCritic
 
@@ -94,10 +96,12 @@ class RunDirectory:
         return self.path.name
 
     def open(self, cfg: DictConfig, resumed_step: int | None = None) -> None:
-        """Create and lock the directory, write the config; on resume, drop metrics rows logged
-        after the checkpoint being continued (`resumed_step`)."""
+        """Create and lock the directory, write the config; on resume, unpack archived metrics and
+        drop the rows logged after the checkpoint being continued (`resumed_step`)."""
         create_run_dir(self.path)
         self._lock = lock_run_dir(self.path)
+        if resumed_step is not None and unarchive_metrics(self.path):
+            print(f"resume: {ARCHIVED_METRICS_FILE} unpacked to {METRICS_FILE}, which the resumed run appends to", flush=True)
         write_config(self.path, cfg)
         if resumed_step is not None:
             dropped = truncate_metrics(self.path, resumed_step)
@@ -214,6 +218,21 @@ def load_run(run_dir: str | Path, checkpoint: str | Path | None = None) -> Loade
     for parameter in policy.parameters():
         parameter.requires_grad_(False)
     return LoadedRun(run_dir, path, cfg, state, policy, info)
+
+
+def unarchive_metrics(run_dir: Path) -> bool:
+    """A run archived with its rows gzipped (metrics.jsonl.gz) and then resumed: unpack them to
+    metrics.jsonl, which training appends to, so the history stays one file. Whether it did."""
+    archived, live = run_dir / ARCHIVED_METRICS_FILE, run_dir / METRICS_FILE
+    if live.exists() or not archived.is_file():
+        return False
+    try:
+        rows = gzip.decompress(archived.read_bytes())
+    except (OSError, EOFError, zlib.error) as exc:
+        raise UserError(f"cannot resume: '{archived}' does not unpack ({exc}); restore it or remove it") from None
+    atomic_write(live, lambda tmp: tmp.write_bytes(rows))
+    archived.unlink()
+    return True
 
 
 def truncate_metrics(run_dir: Path, step: int) -> int:

@@ -102,6 +102,31 @@ def test_resume_extends_total_steps_and_appends(tmp_path):
     assert state["step"] == 512 and state["config"]["total_steps"] == 512
 
 
+def test_resuming_an_archived_run_keeps_its_history_in_one_file(tmp_path):
+    """A finished run archived with gzipped metrics (as in benchmarks/results) and trained longer:
+    the resumed rows follow the archived ones in metrics.jsonl, and no stale .gz is left beside it.
+    An archive that does not unpack is one clear error, and the file is left as it was."""
+    import gzip
+
+    from conftest import train_in_process
+    from ppo_control.errors import UserError
+
+    run = tmp_path / "r"
+    train_in_process(run, "task=InvertedPendulum", "total_steps=256", *TINY)
+    (run / "metrics.jsonl.gz").write_bytes(gzip.compress((run / "metrics.jsonl").read_bytes()))
+    (run / "metrics.jsonl").unlink()
+    resume_in_process(run, "total_steps=384")
+    assert [r["step"] for r in rows(run)] == [128, 256, 384]
+    assert not (run / "metrics.jsonl.gz").exists()
+
+    (run / "metrics.jsonl").unlink()
+    (run / "metrics.jsonl.gz").write_bytes(b"not gzip")
+    config = (run / "config.yaml").read_text()
+    with pytest.raises(UserError, match="metrics.jsonl.gz' does not unpack"):
+        resume_in_process(run, "total_steps=512")
+    assert (run / "metrics.jsonl.gz").read_bytes() == b"not gzip" and (run / "config.yaml").read_text() == config
+
+
 @pytest.mark.slow
 def test_envpool_run_resumes_with_new_episodes_and_says_so(tmp_path):
     run = tmp_path / "pool"
