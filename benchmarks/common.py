@@ -166,8 +166,14 @@ def ours_command(task: str, seed: int, run_dir: Path, overrides: Sequence[str] =
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    path = Path(run_dir) / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """A run's metrics rows, live or archived (plot.read_metrics: cut-short lines skipped)."""
+    from ppo_control.plot import metrics_file
+    from ppo_control.plot import read_metrics as read_rows
+
+    path = metrics_file(Path(run_dir))
+    if path is None:
+        raise FileNotFoundError(f"no metrics in {run_dir}")
+    return read_rows(path)
 
 
 def ours_steps_per_second(rows: list[dict[str, Any]]) -> dict[str, float]:
