@@ -48,6 +48,7 @@ class NormalizeConfig:
 @dataclass
 class PolicyConfig:
     hidden_sizes: List[int] = MISSING
+    critic_hidden_sizes: Optional[List[int]] = MISSING
     activation: str = MISSING
     log_std_init: float = MISSING
     actor_obs: List[str] = MISSING
@@ -479,6 +480,11 @@ def validate(cfg: DictConfig) -> None:
         len(pol.hidden_sizes) >= 1 and all(h >= 1 for h in pol.hidden_sizes),
         "policy.hidden_sizes",
         "a non-empty list of positive ints, e.g. [64,64]",
+    )
+    require(
+        pol.critic_hidden_sizes is None or (len(pol.critic_hidden_sizes) >= 1 and all(h >= 1 for h in pol.critic_hidden_sizes)),
+        "policy.critic_hidden_sizes",
+        "null (the actor's hidden_sizes) or a non-empty list of positive ints, e.g. [256,256]",
     )
     finite("policy.log_std_init")
     for key in ("actor_obs", "critic_obs"):

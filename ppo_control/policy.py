@@ -116,6 +116,7 @@ class ActorCritic(nn.Module):
         action_high: np.ndarray,
         hidden_sizes: list[int] = (64, 64),
         activation: str = "tanh",
+        critic_hidden_sizes: list[int] | None = None,
         log_std_init: float = 0.0,
         normalize_obs: bool = True,
         obs_clip: float = 10.0,
@@ -128,7 +129,8 @@ class ActorCritic(nn.Module):
     ):
         """`obs_dim` is one frame's size; `actor_index`/`critic_index` pick each network's groups
         from a frame (None = the whole frame), `actor_history`/`critic_history` how many of the most
-        recent frames it reads; `rnn` puts a recurrent layer of `rnn_size` units before the actor's MLP."""
+        recent frames it reads; `rnn` puts a recurrent layer of `rnn_size` units before the actor's MLP;
+        `critic_hidden_sizes` gives the critic its own widths (None = the actor's `hidden_sizes`)."""
         super().__init__()
         self.normalize_obs = normalize_obs
         self.frame_dim = obs_dim
@@ -153,7 +155,8 @@ class ActorCritic(nn.Module):
         critic_in = self.obs_dim if self.critic_index is None else len(self.critic_index)
         self.memory = MEMORIES[rnn](actor_in, rnn_size) if rnn != "none" else None
         self.actor_mean = mlp(rnn_size if self.memory else actor_in, list(hidden_sizes), action_dim, activation, head_gain=0.01)
-        self.critic = mlp(critic_in, list(hidden_sizes), 1, activation, head_gain=1.0)
+        critic_sizes = list(hidden_sizes if critic_hidden_sizes is None else critic_hidden_sizes)
+        self.critic = mlp(critic_in, critic_sizes, 1, activation, head_gain=1.0)
         self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
         self.register_buffer("action_low", torch.as_tensor(action_low, dtype=torch.float32))
         self.register_buffer("action_high", torch.as_tensor(action_high, dtype=torch.float32))

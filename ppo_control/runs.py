@@ -134,6 +134,7 @@ def build_policy(cfg: DictConfig, info: EnvInfo) -> ActorCritic:
         action_high=info.action_high,
         hidden_sizes=list(cfg.policy.hidden_sizes),
         activation=cfg.policy.activation,
+        critic_hidden_sizes=None if cfg.policy.critic_hidden_sizes is None else list(cfg.policy.critic_hidden_sizes),
         log_std_init=cfg.policy.log_std_init,
         normalize_obs=cfg.normalize.obs,
         obs_clip=cfg.normalize.obs_clip,

@@ -112,3 +112,34 @@ def test_bad_groups_are_one_line_exit_2(tmp_path, args, message):
     result = run_module("ppo_control.train", *args, *TINY, f"run_dir={tmp_path / 'run'}", timeout=120)
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_the_critic_can_have_its_own_widths_and_the_run_reloads_with_them(tmp_path):
+    """policy.critic_hidden_sizes widens the critic alone; null builds exactly the shared-shape
+    policy (same weights for the same seed); a trained run loads back with the critic it had."""
+    from conftest import train_in_process
+    from ppo_control.runs import load_run
+
+    def linear_widths(net):
+        return [layer.out_features for layer in net if isinstance(layer, torch.nn.Linear)]
+
+    cfg = compose(["task=Hopper", "env.backend=gymnasium", "env.n_envs=2"])
+    envs = make_vec_env(cfg.env)
+    info = envs.info
+    envs.close()
+    built = {}
+    for name, override in (
+        ("default", []),
+        ("explicit", ["policy.critic_hidden_sizes=[64,64]"]),
+        ("wide", ["policy.critic_hidden_sizes=[256,256,256]"]),
+    ):
+        torch.manual_seed(0)
+        built[name] = build_policy(compose(["task=Hopper", "env.backend=gymnasium", *override]), info)
+    default, explicit, wide = built["default"].state_dict(), built["explicit"].state_dict(), built["wide"]
+    assert default.keys() == explicit.keys() and all(torch.equal(default[k], explicit[k]) for k in default)
+    assert linear_widths(wide.critic) == [256, 256, 256, 1] and linear_widths(wide.actor_mean) == [64, 64, 3]
+
+    run = tmp_path / "run"
+    train_in_process(run, "task=InvertedPendulum", "total_steps=128", "policy.critic_hidden_sizes=[32,16]", *TINY)
+    loaded = load_run(run).policy
+    assert linear_widths(loaded.critic) == [32, 16, 1] and linear_widths(loaded.actor_mean) == [64, 64, 1]
