@@ -25,7 +25,7 @@ import numpy as np
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from ppo_control.config import RESUME_CHANGEABLE, ConfigError, default_config, parse_command_args
+from ppo_control.config import RESUME_CHANGEABLE, ConfigError, parse_command_args, saved_run_config
 from ppo_control.errors import UserError, run_cli
 from ppo_control.metrics import ARCHIVED_METRICS_FILE, METRICS_FILE
 from ppo_control.resources import CONFIG_DIR
@@ -194,20 +194,11 @@ def load_run(path: str | Path) -> Run:
         raise UserError(f"cannot read the run in '{path}': {first}") from None
     if not isinstance(config, dict) or "task" not in config or "total_steps" not in config:
         raise UserError(f"'{path / CONFIG_FILE}' is not a ppo_control run config (no task or total_steps)")
-    return Run(path, with_defaults(config, OmegaConf.to_container(default_config(), resolve=True)), rows)
-
-
-def with_defaults(saved: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
-    """`saved` with every key it lacks taken from `defaults`, at any depth. A key the project added
-    after a run was made is absent from its config; the run behaved as the key's default (new keys
-    default to the old behaviour), so it compares and groups as that value."""
-    filled = dict(saved)
-    for key, value in defaults.items():
-        if key not in filled:
-            filled[key] = value
-        elif isinstance(value, dict) and isinstance(filled[key], dict) and key != "kwargs":
-            filled[key] = with_defaults(filled[key], value)
-    return filled
+    try:  # a key the project added after this run was made reads as its default, as when it is evaluated
+        config = OmegaConf.to_container(saved_run_config(config), resolve=True)
+    except ConfigError as exc:
+        raise UserError(f"cannot read the run in '{path}': {exc}") from None
+    return Run(path, config, rows)
 
 
 def find_run_dirs(paths: list[str | Path]) -> list[Path]:
