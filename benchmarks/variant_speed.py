@@ -1,6 +1,6 @@
 """Training steps/s of variants of the same run, side by side: what a feature costs per step.
 
-    python benchmarks/variant_speed.py suite=randomization|recurrent [task=Hopper] [total_steps=65536]
+    python benchmarks/variant_speed.py suite=randomization|recurrent|critic [task=Hopper] [total_steps=65536]
         [repeats=3] [seed=0] [out=benchmarks/results/<suite>_speed.json]
 
 Each repeat trains the task once per variant from scratch, interleaved (the suite's first variant,
@@ -13,6 +13,8 @@ Suites:
   every episode, observation and action noise, action delay, pushes): the most the randomizer costs.
 - recurrent: a feed-forward policy vs observation history 4 (actor and critic) vs a GRU and an LSTM
   actor (128 units, 16-step sequences), the same PPO settings.
+- critic: the task's critic (policy.hidden_sizes) vs a wider one, policy.critic_hidden_sizes=[256,256]
+  (the actor unchanged).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ SUITES = {
         "gru": ["policy.rnn=gru"],
         "lstm": ["policy.rnn=lstm"],
     },
+    "critic": {"task_critic": [], "critic256": ["policy.critic_hidden_sizes=[256,256]"]},
 }
 DEFAULTS = {"suite": "randomization", "task": "Hopper", "total_steps": 65536, "repeats": 3, "seed": 0, "out": None}
 

@@ -6,7 +6,9 @@ in configs/train.yaml, so there is exactly one place a default is written.
 
 from __future__ import annotations
 
+import copy
 import difflib
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -302,7 +304,15 @@ RESUME_CHANGEABLE_TEXT = ", ".join(f"{key}*" if key.endswith(".") else key for k
 
 
 def default_config() -> DictConfig:
-    """train.yaml's defaults on the schema (no task: not a runnable config by itself)."""
+    """train.yaml's defaults on the schema (no task: not a runnable config by itself); a fresh copy
+    the caller may change."""
+    return copy.deepcopy(_composed_defaults())
+
+
+@functools.cache
+def _composed_defaults() -> DictConfig:
+    # Composed once per process: plotting or benchmarking hundreds of saved runs fills each one's
+    # missing keys from it.
     return _merge(
         OmegaConf.structured(TrainConfig),
         _load(lambda: OmegaConf.load(CONFIG_DIR / "train.yaml"), "configs/train.yaml"),
