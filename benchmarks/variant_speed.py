@@ -5,7 +5,8 @@
 
 Each repeat trains the task once per variant from scratch, interleaved (the suite's first variant,
 then the others) so drifting machine load hits all alike: the task's own settings with
-env.backend=gymnasium, evaluation only at the end. steps/s is `common.ours_steps_per_second` (first
+env.backend=gymnasium (the critic suite: the task's own backend, what its users train on),
+evaluation only at the end. steps/s is `common.ours_steps_per_second` (first
 update excluded); the table shows medians over the repeats and each variant's ratio to the first.
 
 Suites:
@@ -59,6 +60,9 @@ SUITES = {
     },
     "critic": {"task_critic": [], "critic256": ["policy.critic_hidden_sizes=[256,256]"]},
 }
+# The randomizer needs per-sub-env MuJoCo models (the Gymnasium backend), so its suite, and the
+# recurrent one measured beside it, run every variant there; None keeps the task's own backend.
+BACKEND = {"randomization": "gymnasium", "recurrent": "gymnasium", "critic": None}
 DEFAULTS = {"suite": "randomization", "task": "Hopper", "total_steps": 65536, "repeats": 3, "seed": 0, "out": None}
 
 
@@ -68,7 +72,9 @@ def main(argv: list[str]) -> None:
         sys.exit(f"error: suite={args['suite']!r} is not valid; choose one of: {', '.join(SUITES)}")
     variants = SUITES[args["suite"]]
     args["out"] = args["out"] or str(RESULTS_DIR / f"{args['suite']}_speed.json")
-    common = ["env.backend=gymnasium", f"total_steps={args['total_steps']}", "eval.every_steps=0", "eval.episodes=1"]
+    backend = BACKEND[args["suite"]]
+    common = [f"total_steps={args['total_steps']}", "eval.every_steps=0", "eval.episodes=1"]
+    common += [f"env.backend={backend}"] if backend else []
     runs: dict[str, list[dict]] = {name: [] for name in variants}
     with tempfile.TemporaryDirectory() as tmp:
         for repeat in range(args["repeats"]):
