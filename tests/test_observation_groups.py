@@ -129,7 +129,7 @@ def test_the_critic_can_have_its_own_widths_and_the_run_reloads_with_them(tmp_pa
     envs.close()
     built = {}
     for name, override in (
-        ("default", []),
+        ("default", ["policy.critic_hidden_sizes=null"]),  # tasks/Hopper.yaml sets a wider critic of its own
         ("explicit", ["policy.critic_hidden_sizes=[64,64]"]),
         ("wide", ["policy.critic_hidden_sizes=[256,256,256]"]),
     ):
@@ -138,6 +138,8 @@ def test_the_critic_can_have_its_own_widths_and_the_run_reloads_with_them(tmp_pa
     default, explicit, wide = built["default"].state_dict(), built["explicit"].state_dict(), built["wide"]
     assert default.keys() == explicit.keys() and all(torch.equal(default[k], explicit[k]) for k in default)
     assert linear_widths(wide.critic) == [256, 256, 256, 1] and linear_widths(wide.actor_mean) == [64, 64, 3]
+    hopper = build_policy(cfg, info)  # the task file's own critic: wider than its actor, the export unchanged
+    assert linear_widths(hopper.critic) == [256, 256, 1] and linear_widths(hopper.actor_mean) == [64, 64, 3]
 
     run = tmp_path / "run"
     train_in_process(run, "task=InvertedPendulum", "total_steps=128", "policy.critic_hidden_sizes=[32,16]", *TINY)
