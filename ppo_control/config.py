@@ -255,8 +255,7 @@ def compose(overrides: Overrides) -> DictConfig:
     task = cli.get("task")
     if task is None:
         raise ConfigError(f"no task given: pass task=<name>; available tasks: {', '.join(available_tasks())}")
-    cfg = OmegaConf.structured(TrainConfig)
-    cfg = _merge(cfg, _load(lambda: OmegaConf.load(CONFIG_DIR / "train.yaml"), "configs/train.yaml"), "configs/train.yaml")
+    cfg = default_config()
     task_file = _task_file(str(task))
     task_cfg = _load(lambda: OmegaConf.load(task_file), str(task_file))
     mjx_section = task_cfg.pop(MJX_SECTION, None)
