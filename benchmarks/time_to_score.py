@@ -338,11 +338,12 @@ def plot(data: dict[str, Any], png: Path) -> None:
 RESUME_MUST_MATCH = ("budget_s", "eval_episodes", "eval_every_s", "ours_total_steps")
 
 
-def resumed_runs(out: Path, data: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
-    """The runs of an earlier, interrupted benchmark in `out` that this one can keep, by task and side;
-    an `out` measured under other settings is an error (naming the first difference), not a mix."""
+def resumed_runs(out: Path, data: dict[str, Any]) -> tuple[dict[str, dict[str, list[dict[str, Any]]]], float]:
+    """The runs of an earlier, interrupted benchmark in `out` that this one can keep, by task and side,
+    and the wall-clock seconds that benchmark had spent; an `out` measured under other settings is an
+    error (naming the first difference), not a mix."""
     if not out.exists():
-        return {}
+        return {}, 0.0
     previous = json.loads(out.read_text())
     differences = [k for k in RESUME_MUST_MATCH if previous.get(k) != data[k]]
     for side in ("ours", "sb3"):
@@ -354,7 +355,8 @@ def resumed_runs(out: Path, data: dict[str, Any]) -> dict[str, dict[str, list[di
     if differences:
         key = differences[0]
         raise SystemExit(f"resume: {rel(out)} was measured with another {key}; choose another out= or drop resume=true")
-    return {task: entry.get("runs", {}) for task, entry in previous.get("tasks", {}).items() if task in data["tasks"]}
+    kept = {task: entry.get("runs", {}) for task, entry in previous.get("tasks", {}).items() if task in data["tasks"]}
+    return kept, float(previous.get("wall_s", 0.0))
 
 
 def main(argv: list[str]) -> None:
@@ -397,11 +399,11 @@ def main(argv: list[str]) -> None:
         "versions": versions(),
         "tasks": {t: {"threshold": thresholds[t], "runs": {"ours": [], "sb3": []}} for t in args["tasks"]},
     }
-    kept = resumed_runs(out, data) if args["resume"] else {}
+    kept, earlier_wall_s = resumed_runs(out, data) if args["resume"] else ({}, 0.0)
     tmp = None if args["work_dir"] else tempfile.TemporaryDirectory(prefix="time-to-score-")
     work = Path(args["work_dir"] or tmp.name).resolve()  # type: ignore[union-attr]
     work.mkdir(parents=True, exist_ok=True)
-    started = time.time()
+    started = time.time() - earlier_wall_s  # a resumed benchmark's wall_s counts the earlier attempts too
     try:
         for task in args["tasks"]:
             entry = data["tasks"][task]

@@ -1,5 +1,5 @@
 """benchmarks/time_to_score.py resumes an interrupted benchmark: it keeps the runs already measured
-under the same settings, and refuses an output measured under others."""
+under the same settings (and the wall-clock they took), and refuses an output measured under others."""
 
 import importlib.util
 import json
@@ -39,6 +39,7 @@ def interrupted_output(path, budget_s=300.0):
         "eval_intervals": {"ours": 2048, "sb3": 2048, "source": "given"},
         "ours_total_steps": None,
         "complete": False,
+        "wall_s": 1000.0,
         "tasks": {"HalfCheetah": {"threshold": 3000.0, "runs": {"ours": [measured_run(0, 20.0), measured_run(1, 40.0)], "sb3": []}}},
     }
     path.write_text(json.dumps(data))
@@ -55,6 +56,7 @@ def test_resume_keeps_the_measured_runs_and_runs_none_again(tmp_path, monkeypatc
     assert [r["seed"] for r in data["tasks"]["HalfCheetah"]["runs"]["ours"]] == [0, 1]
     assert data["tasks"]["HalfCheetah"]["summary"]["ours_time_to_threshold_s"] == [20.0, 40.0]
     assert "kept from the earlier benchmark" in capsys.readouterr().out
+    assert 1000.0 <= data["wall_s"] < 1100.0  # the interrupted attempt's time counts, once
 
 
 def test_resume_runs_only_the_missing_seed(tmp_path, monkeypatch):
