@@ -294,10 +294,10 @@ def _mjx_regime(cfg: DictConfig, section: DictConfig | None, task: str, task_fil
     return _merge(cfg, section, f"{task_file} ({MJX_SECTION}: section)")
 
 
-# What may change when a run is resumed: anything else would alter the optimization it continues.
-# The one list: the error message and the README (checked by a test) are written from it.
 RNN_TYPES = ("none", "gru", "lstm")  # policy.rnn: the actor's recurrent layer
 
+# What may change when a run is resumed: anything else would alter the optimization it continues.
+# The one list: the error message and the README (checked by a test) are written from it.
 RESUME_CHANGEABLE = ("total_steps", "device", "torch_threads", "dist_timeout", "env.num_threads", "eval.", "log.", "checkpoint.")
 RESUME_CHANGEABLE_TEXT = ", ".join(f"{key}*" if key.endswith(".") else key for key in RESUME_CHANGEABLE)
 
