@@ -123,6 +123,18 @@ def test_paper_preset_replaces_the_task_tuning_and_the_command_line_still_wins()
     assert compose(["task=HalfCheetah"]).preset == "fast"
 
 
+@pytest.mark.parametrize("task", ["Ant", "Hopper", "Swimmer", "Humanoid"])  # each tunes keys the paper fixes
+def test_paper_preset_is_the_paper_setting_whatever_the_task_file_tunes(task):
+    paper_file = OmegaConf.load(ROOT / "configs" / "presets" / "paper.yaml")
+    tuned, paper = compose([f"task={task}"]), compose([f"task={task}", "preset=paper"])
+    sections = ("env", "normalize", "policy", "ppo")
+    differs = [(section, key) for section in sections for key in paper_file[section] if tuned[section][key] != paper_file[section][key]]
+    assert differs, f"tasks/{task}.yaml tunes none of the paper's keys: pick a task that does"
+    for section in sections:
+        for key, value in paper_file[section].items():
+            assert paper[section][key] == value, f"preset=paper {task}: {section}.{key}"
+
+
 def test_unknown_preset_is_one_line_exit_2():
     result = run_module("ppo_control.train", "task=HalfCheetah", "preset=fastest")
     assert result.returncode == 2
