@@ -8,7 +8,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import ROOT, run_module
-from ppo_control.config import ConfigError, all_keys, available_tasks, compose
+from ppo_control.config import ConfigError, _preset_file, all_keys, available_tasks, compose
 
 DESIGN_KEYS = """task seed total_steps device run_dir
 env.backend env.n_envs env.vectorization env.id env.kwargs env.max_episode_steps
@@ -125,9 +125,9 @@ def test_paper_preset_replaces_the_task_tuning_and_the_command_line_still_wins()
 
 @pytest.mark.parametrize("task", ["Ant", "Hopper", "Swimmer", "Humanoid"])  # each tunes keys the paper fixes
 def test_paper_preset_is_the_paper_setting_whatever_the_task_file_tunes(task):
-    paper_file = OmegaConf.load(ROOT / "configs" / "presets" / "paper.yaml")
+    paper_file = OmegaConf.load(_preset_file("paper"))  # the file compose reads for preset=paper
     tuned, paper = compose([f"task={task}"]), compose([f"task={task}", "preset=paper"])
-    sections = ("env", "normalize", "policy", "ppo")
+    sections = list(paper_file)
     differs = [(section, key) for section in sections for key in paper_file[section] if tuned[section][key] != paper_file[section][key]]
     assert differs, f"tasks/{task}.yaml tunes none of the paper's keys: pick a task that does"
     for section in sections:
