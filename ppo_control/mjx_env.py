@@ -100,6 +100,15 @@ def jax_device(device: torch.device):
     return devices[min(index, len(devices) - 1)]
 
 
+def observation_size(env) -> int:
+    """The length of `env`'s observation, from tracing its reset rather than running it: Brax's own
+    `observation_size` runs reset eagerly, which compiles MuJoCo's forward pass one operation at a
+    time (minutes on a CPU, at every env's construction)."""
+    import jax
+
+    return int(jax.eval_shape(env.reset, jax.random.PRNGKey(0)).obs.shape[-1])
+
+
 def to_torch(array) -> torch.Tensor:
     """A JAX array as a torch tensor on the same device, sharing its memory (read-only by contract:
     JAX arrays are immutable, so nothing writes into it)."""
@@ -138,7 +147,7 @@ class MjxVecEnv:
         self.name, self.num_envs = name, num_envs
         limit = DEFAULT_EPISODE_STEPS if max_episode_steps is None else max_episode_steps
         self.info = EnvInfo(
-            obs_dim=int(self.env.observation_size),
+            obs_dim=observation_size(self.env),
             action_dim=int(self.env.action_size),
             action_low=-np.ones(self.env.action_size, dtype=np.float32),
             action_high=np.ones(self.env.action_size, dtype=np.float32),
