@@ -109,6 +109,68 @@ def observation_size(env) -> int:
     return int(jax.eval_shape(env.reset, jax.random.PRNGKey(0)).obs.shape[-1])
 
 
+_BATCHED: dict[tuple, tuple] = {}
+
+
+def batched_functions(name: str, kwargs: dict[str, Any], num_envs: int, limit: int) -> tuple:
+    """(engine env, observation length, jitted batched reset, jitted batched step) for `num_envs`
+    copies of `name`, shared by every MjxVecEnv of the same task, kwargs, batch and time limit in
+    this process. Tracing MJX's step costs far more than running it, and a fresh jit of a fresh
+    closure would trace it again for every env built: a run's evaluation env, a resume in the same
+    process, a second run from the Python API."""
+    key = (name, repr(sorted(kwargs.items())), num_envs, limit)
+    if key not in _BATCHED:
+        jax, _ = import_engine()
+        env = engine_env(name, **kwargs)
+        _BATCHED[key] = (env, observation_size(env), jax.jit(batched_reset(env, num_envs)), jax.jit(batched_step(env, num_envs, limit)))
+    return _BATCHED[key]
+
+
+def batched_reset(env, n: int):
+    """reset(seed) -> carry: sub-env i starts from PRNGKey(seed + i); the carry's reset key is PRNGKey(seed + n)."""
+    import jax
+    import jax.numpy as jnp
+
+    def reset(seed):
+        keys = jax.vmap(jax.random.PRNGKey)(seed + jnp.arange(n))
+        states = jax.vmap(env.reset)(keys)
+        zeros = jnp.zeros(n, dtype=jnp.int32)
+        return states, zeros, jnp.zeros(n, dtype=jnp.float32), jax.random.PRNGKey(seed + n)
+
+    return reset
+
+
+def batched_step(env, n: int, limit: int):
+    """step(carry, actions) -> (carry, outputs, physics): one vector step with this module's episode
+    semantics (see the module's docstring)."""
+    import jax
+    import jax.numpy as jnp
+
+    def select(done, fresh, current):
+        return jax.tree_util.tree_map(lambda f, c: jnp.where(done.reshape((-1,) + (1,) * (c.ndim - 1)), f, c), fresh, current)
+
+    def step(carry, actions):
+        states, steps, returns, key = carry
+        stepped = jax.vmap(env.step)(states, jnp.clip(actions, -1.0, 1.0))
+        steps, returns = steps + 1, returns + stepped.reward
+        terminated = stepped.done > 0.5
+        truncated = (steps >= limit) & ~terminated
+        done = terminated | truncated
+        key, reset_key = jax.random.split(key)
+        # Fresh initial states only where an episode ended (and only computed when one did).
+        restart = lambda s: select(done, jax.vmap(env.reset)(jax.random.split(reset_key, n)), s)  # noqa: E731
+        states = jax.lax.cond(done.any(), restart, lambda s: s, stepped)
+        outputs = (states.obs, stepped.reward, terminated, truncated, stepped.obs, returns, steps)
+        physics = (stepped.pipeline_state.q, stepped.pipeline_state.qd)  # before any reset: what a video shows last
+        carry = (states, jnp.where(done, 0, steps), jnp.where(done, 0.0, returns), key)
+        # Brax's step makes some leaves weakly typed where its reset does not: without this the
+        # second call (the first on a stepped carry) would trace and compile it all again.
+        carry = jax.tree_util.tree_map(lambda x: jax.lax.convert_element_type(x, x.dtype), carry)
+        return carry, outputs, physics
+
+    return step
+
+
 def to_torch(array) -> torch.Tensor:
     """A JAX array as a torch tensor on the same device, sharing its memory (read-only by contract:
     JAX arrays are immutable, so nothing writes into it)."""
@@ -141,20 +203,18 @@ class MjxVecEnv:
 
     def __init__(self, name: str, num_envs: int, max_episode_steps: int | None = None, device: torch.device | str = "cpu", **kwargs):
         self._jax, _ = import_engine()
-        self.env = engine_env(name, **kwargs)
         self.device = torch.device(device)
         self._jax_device = jax_device(self.device)
         self.name, self.num_envs = name, num_envs
         limit = DEFAULT_EPISODE_STEPS if max_episode_steps is None else max_episode_steps
+        self.env, obs_dim, self._reset_fn, self._step_fn = batched_functions(name, kwargs, num_envs, limit)
         self.info = EnvInfo(
-            obs_dim=observation_size(self.env),
+            obs_dim=obs_dim,
             action_dim=int(self.env.action_size),
             action_low=-np.ones(self.env.action_size, dtype=np.float32),
             action_high=np.ones(self.env.action_size, dtype=np.float32),
             max_episode_steps=limit,
         )
-        self._reset_fn = self._jax.jit(self._build_reset())
-        self._step_fn = self._jax.jit(self._build_step(limit))
         self._carry = None  # (brax states, steps, episode returns, reset key), all batched on the device
         self._stepped_states = None  # each sub-env's (qpos, qvel) right after the last step, before any reset
 
@@ -166,51 +226,6 @@ class MjxVecEnv:
     def mj_model(self):
         """The host MuJoCo model of the task (for rendering and the controller's contract)."""
         return self.env.sys.mj_model
-
-    # --- the jitted functions ------------------------------------------------------------------
-    def _build_reset(self):
-        import jax
-        import jax.numpy as jnp
-
-        env, n = self.env, self.num_envs
-
-        def reset(seed):
-            keys = jax.vmap(jax.random.PRNGKey)(seed + jnp.arange(n))
-            states = jax.vmap(env.reset)(keys)
-            zeros = jnp.zeros(n, dtype=jnp.int32)
-            return states, zeros, jnp.zeros(n, dtype=jnp.float32), jax.random.PRNGKey(seed + n)
-
-        return reset
-
-    def _build_step(self, limit: int):
-        import jax
-        import jax.numpy as jnp
-
-        env, n = self.env, self.num_envs
-
-        def select(done, fresh, current):
-            return jax.tree_util.tree_map(lambda f, c: jnp.where(done.reshape((-1,) + (1,) * (c.ndim - 1)), f, c), fresh, current)
-
-        def step(carry, actions):
-            states, steps, returns, key = carry
-            stepped = jax.vmap(env.step)(states, jnp.clip(actions, -1.0, 1.0))
-            steps, returns = steps + 1, returns + stepped.reward
-            terminated = stepped.done > 0.5
-            truncated = (steps >= limit) & ~terminated
-            done = terminated | truncated
-            key, reset_key = jax.random.split(key)
-            # Fresh initial states only where an episode ended (and only computed when one did).
-            restart = lambda s: select(done, jax.vmap(env.reset)(jax.random.split(reset_key, n)), s)  # noqa: E731
-            states = jax.lax.cond(done.any(), restart, lambda s: s, stepped)
-            outputs = (states.obs, stepped.reward, terminated, truncated, stepped.obs, returns, steps)
-            physics = (stepped.pipeline_state.q, stepped.pipeline_state.qd)  # before any reset: what a video shows last
-            carry = (states, jnp.where(done, 0, steps), jnp.where(done, 0.0, returns), key)
-            # Brax's step makes some leaves weakly typed where its reset does not: without this the
-            # second call (the first on a stepped carry) would trace and compile it all again.
-            carry = jax.tree_util.tree_map(lambda x: jax.lax.convert_element_type(x, x.dtype), carry)
-            return carry, outputs, physics
-
-        return step
 
     # --- the device face (training) ------------------------------------------------------------
     def reset_device(self, seed: int) -> torch.Tensor:

@@ -55,6 +55,29 @@ def test_episodes_end_by_termination_or_time_limit_with_real_final_observations(
 
 
 @pytest.mark.slow
+def test_envs_of_one_shape_share_compiled_functions_but_not_episodes(hopper):
+    """A second env of the same task, batch and limit (a run's resume, an API user's second run)
+    reuses the first one's jitted functions instead of tracing MJX again, and each keeps its own
+    episodes: stepping one leaves the other where it was."""
+    from ppo_control.mjx_env import MjxVecEnv
+
+    twin = MjxVecEnv("hopper", 4, max_episode_steps=LIMIT)
+    assert twin._step_fn is hopper._step_fn and twin._reset_fn is hopper._reset_fn
+    assert MjxVecEnv("hopper", 2, max_episode_steps=LIMIT)._step_fn is not hopper._step_fn
+    assert MjxVecEnv("hopper", 4, max_episode_steps=LIMIT + 1)._step_fn is not hopper._step_fn
+    assert (twin.info.obs_dim, twin.info.action_dim) == (hopper.info.obs_dim, hopper.info.action_dim) == (11, 3)
+
+    actions = random_actions(5, 4, 3, seed=2)
+    hopper.reset_device(3)
+    alone = [hopper.step_device(a).obs.clone() for a in actions]
+    hopper.reset_device(3)
+    twin.reset_device(4)
+    for a in actions:
+        twin.step_device(-a)  # the twin moves differently in between
+        assert torch.equal(hopper.step_device(a).obs, alone.pop(0))
+
+
+@pytest.mark.slow
 def test_observations_reach_torch_without_a_copy_and_the_state_round_trips(hopper):
     from ppo_control.mjx_env import to_torch
 
