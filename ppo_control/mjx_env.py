@@ -103,7 +103,7 @@ def jax_device(device: torch.device):
 def observation_size(env) -> int:
     """The length of `env`'s observation, from tracing its reset rather than running it: Brax's own
     `observation_size` runs reset eagerly, which compiles MuJoCo's forward pass one operation at a
-    time (minutes on a CPU, at every env's construction)."""
+    time, at every env's construction."""
     import jax
 
     return int(jax.eval_shape(env.reset, jax.random.PRNGKey(0)).obs.shape[-1])
