@@ -90,10 +90,10 @@ def controller_contract(env_cfg, groups: list[tuple[str, int]] | None = None, hi
 
     kwargs = OmegaConf.to_container(env_cfg.kwargs) if env_cfg.kwargs else {}
     if env_cfg.backend == "mjx":  # the engine's env; its observation layout is the engine's own: no element names
-        from ppo_control.mjx_env import engine_env, observation_size
+        from ppo_control.mjx_env import shared_engine_env
 
-        env = engine_env(str(env_cfg.id), **kwargs)
-        return _contract(float(env.dt), env.sys.mj_model, observation_size(env), None, groups, history)
+        env, obs_size = shared_engine_env(str(env_cfg.id), kwargs)
+        return _contract(float(env.dt), env.sys.mj_model, obs_size, None, groups, history)
     env = make_env_factory(str(env_cfg.id), kwargs, env_cfg.max_episode_steps)()
     try:
         base = env.unwrapped

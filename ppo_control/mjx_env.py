@@ -109,7 +109,23 @@ def observation_size(env) -> int:
     return int(jax.eval_shape(env.reset, jax.random.PRNGKey(0)).obs.shape[-1])
 
 
+_ENGINE_ENVS: dict[tuple, tuple] = {}
 _BATCHED: dict[tuple, tuple] = {}
+
+
+def _kwargs_key(name: str, kwargs: dict[str, Any]) -> tuple:
+    return (name, repr(sorted(kwargs.items())))
+
+
+def shared_engine_env(name: str, kwargs: dict[str, Any]) -> tuple:
+    """(engine env, observation length) for `name` with `kwargs`, built once per process and shared by
+    every batch size and time limit, and by the export's controller contract. Read-only by
+    convention: nothing may mutate the env (its `sys`), or every user of the task would see it."""
+    key = _kwargs_key(name, kwargs)
+    if key not in _ENGINE_ENVS:
+        env = engine_env(name, **kwargs)
+        _ENGINE_ENVS[key] = (env, observation_size(env))
+    return _ENGINE_ENVS[key]
 
 
 def batched_functions(name: str, kwargs: dict[str, Any], num_envs: int, limit: int) -> tuple:
@@ -118,11 +134,11 @@ def batched_functions(name: str, kwargs: dict[str, Any], num_envs: int, limit: i
     this process. Tracing MJX's step costs far more than running it, and a fresh jit of a fresh
     closure would trace it again for every env built: a run's evaluation env, a resume in the same
     process, a second run from the Python API."""
-    key = (name, repr(sorted(kwargs.items())), num_envs, limit)
+    key = (*_kwargs_key(name, kwargs), num_envs, limit)
     if key not in _BATCHED:
         jax, _ = import_engine()
-        env = engine_env(name, **kwargs)
-        _BATCHED[key] = (env, observation_size(env), jax.jit(batched_reset(env, num_envs)), jax.jit(batched_step(env, num_envs, limit)))
+        env, obs_dim = shared_engine_env(name, kwargs)
+        _BATCHED[key] = (env, obs_dim, jax.jit(batched_reset(env, num_envs)), jax.jit(batched_step(env, num_envs, limit)))
     return _BATCHED[key]
 
 

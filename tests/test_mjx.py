@@ -55,16 +55,31 @@ def test_episodes_end_by_termination_or_time_limit_with_real_final_observations(
 
 
 @pytest.mark.slow
-def test_envs_of_one_shape_share_compiled_functions_but_not_episodes(hopper):
+def test_envs_of_one_shape_share_compiled_functions_but_not_episodes(hopper, monkeypatch):
     """A second env of the same task, batch and limit (a run's resume, an API user's second run)
-    reuses the first one's jitted functions instead of tracing MJX again, and each keeps its own
-    episodes: stepping one leaves the other where it was."""
+    reuses the first one's jitted functions instead of tracing MJX again, an env of another batch
+    or limit reuses the engine env, and each keeps its own episodes: stepping one leaves the other
+    where it was."""
     from ppo_control.mjx_env import MjxVecEnv
 
     twin = MjxVecEnv("hopper", 4, max_episode_steps=LIMIT)
     assert twin._step_fn is hopper._step_fn and twin._reset_fn is hopper._reset_fn
-    assert MjxVecEnv("hopper", 2, max_episode_steps=LIMIT)._step_fn is not hopper._step_fn
-    assert MjxVecEnv("hopper", 4, max_episode_steps=LIMIT + 1)._step_fn is not hopper._step_fn
+    other_batch = MjxVecEnv("hopper", 2, max_episode_steps=LIMIT)
+    other_limit = MjxVecEnv("hopper", 4, max_episode_steps=LIMIT + 1)
+    assert other_batch._step_fn is not hopper._step_fn and other_limit._step_fn is not hopper._step_fn
+    # Other shapes still build on the one engine env (and its traced observation length).
+    assert other_batch.env is other_limit.env is hopper.env
+    # So does the export's controller contract: it must not build another one.
+    from omegaconf import OmegaConf
+
+    from ppo_control import contract, mjx_env
+
+    def no_new_engine_env(*args, **kwargs):
+        raise AssertionError("built a second engine env for a task already built")
+
+    monkeypatch.setattr(mjx_env, "engine_env", no_new_engine_env)
+    cfg = OmegaConf.create({"backend": "mjx", "id": "hopper", "kwargs": None})
+    assert contract.controller_contract(cfg)["observation"]["groups"] == [{"name": "policy", "size": 11, "element_names": None}]
     assert (twin.info.obs_dim, twin.info.action_dim) == (hopper.info.obs_dim, hopper.info.action_dim) == (11, 3)
 
     actions = random_actions(5, 4, 3, seed=2)
