@@ -6,9 +6,8 @@ import json
 import imageio
 import numpy as np
 import pytest
-from test_mjx import MJX_TINY
+from test_mjx import LIMIT, MJX_TINY
 
-LIMIT = 20
 WIDTH, HEIGHT = 160, 120  # small, but the robot is not hidden behind the overlay's corner
 
 
@@ -33,7 +32,7 @@ def test_evaluate_records_a_video_of_an_mjx_run(tmp_path):
         *MJX_TINY,
         "total_steps=64",
         "eval.every_steps=0",  # the last update's evaluation only
-        f"env.max_episode_steps={LIMIT}",
+        "eval.episodes=1",  # the evaluation env then has the video's shape: MJX is traced once for both
         f"eval.video_dir={video_dir}",
         "eval.video_episodes=1",
         f"eval.video_width={WIDTH}",
@@ -58,7 +57,7 @@ def test_evaluate_records_a_video_of_an_mjx_run(tmp_path):
     assert meta["fps"] == pytest.approx(125)  # Brax's Hopper: a control period of 8 ms, in real time
     assert frames.std() > 10  # something is drawn, not a blank frame
     # The robot moves, and the last frame is the episode's last state (not the next episode's
-    # first): pixels change outside the overlay's corner (20 steps are 0.16 s, and the robot is a
+    # first): pixels change outside the overlay's corner (12 steps are 0.1 s, and the robot is a
     # few pixels wide at this size; the floor's pattern stays where it is).
     changed = np.abs(frames[-1].astype(int) - frames[0].astype(int)).max(-1) > 40
     changed[: corner[0], : corner[1]] = False
