@@ -203,7 +203,10 @@ def ppo_update(
         # into one that is reinforced.
         batch = replace(batch, advantages=standardize(batch.advantages))
     kl_limit = kl_stop_threshold(hp.lr_schedule, hp.target_kl)
-    value_clip = hp.clip_range if hp.clip_value_loss else None
+    # Read once: a config lookup costs more than a small minibatch's arithmetic around it.
+    clip_range, vf_coef = float(hp.clip_range), float(hp.vf_coef)
+    value_clip = clip_range if hp.clip_value_loss else None
+    max_norm = float(hp.max_grad_norm) if hp.max_grad_norm is not None else float("inf")
     ent_coef = hp.ent_coef if ent_coef is None else ent_coef
     params = [p for p in policy.parameters() if p.requires_grad]
 
@@ -223,14 +226,14 @@ def ppo_update(
             ratio = log_ratio.exp()
 
             advantages = standardize(mb.advantages) if normalize_minibatches else mb.advantages
-            policy_loss = -clipped_surrogate(ratio, advantages, hp.clip_range).mean()
+            policy_loss = -clipped_surrogate(ratio, advantages, clip_range).mean()
             v_loss = value_loss(values, mb.values, mb.returns, value_clip)
             entropy_mean = entropy.mean()
-            loss = policy_loss + hp.vf_coef * v_loss - ent_coef * entropy_mean
+            loss = policy_loss + vf_coef * v_loss - ent_coef * entropy_mean
 
             with torch.no_grad():
                 kl = approx_kl(log_ratio)
-                clip_fraction = ((ratio - 1.0).abs() > hp.clip_range).float().mean()
+                clip_fraction = ((ratio - 1.0).abs() > clip_range).float().mean()
                 totals[:4] += torch.stack([policy_loss, v_loss, entropy_mean, clip_fraction])
             minibatches_seen += 1
             if not torch.isfinite(loss):
@@ -247,7 +250,6 @@ def ppo_update(
             if kl_limit is not None and float(kl) > kl_limit:
                 stopped_early = True
                 break
-            max_norm = hp.max_grad_norm if hp.max_grad_norm is not None else float("inf")
             grad_norm = float(nn.utils.clip_grad_norm_(params, max_norm))
             if not math.isfinite(grad_norm):
                 raise NonFiniteError(
