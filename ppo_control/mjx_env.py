@@ -129,16 +129,16 @@ def shared_engine_env(name: str, kwargs: dict[str, Any]) -> tuple:
 
 
 def batched_functions(name: str, kwargs: dict[str, Any], num_envs: int, limit: int) -> tuple:
-    """(engine env, observation length, jitted batched reset, jitted batched step) for `num_envs`
-    copies of `name`, shared by every MjxVecEnv of the same task, kwargs, batch and time limit in
-    this process. Tracing MJX's step costs far more than running it, and a fresh jit of a fresh
-    closure would trace it again for every env built: a run's evaluation env, a resume in the same
-    process, a second run from the Python API."""
+    """(jitted batched reset, jitted batched step) for `num_envs` copies of `name`'s shared engine
+    env, shared by every MjxVecEnv of the same task, kwargs, batch and time limit in this process.
+    Tracing MJX's step costs far more than running it, and a fresh jit of a fresh closure would
+    trace it again for every env built: a run's evaluation env, a resume in the same process, a
+    second run from the Python API."""
     key = (*_kwargs_key(name, kwargs), num_envs, limit)
     if key not in _BATCHED:
         jax, _ = import_engine()
-        env, obs_dim = shared_engine_env(name, kwargs)
-        _BATCHED[key] = (env, obs_dim, jax.jit(batched_reset(env, num_envs)), jax.jit(batched_step(env, num_envs, limit)))
+        env, _ = shared_engine_env(name, kwargs)
+        _BATCHED[key] = (jax.jit(batched_reset(env, num_envs)), jax.jit(batched_step(env, num_envs, limit)))
     return _BATCHED[key]
 
 
@@ -223,7 +223,8 @@ class MjxVecEnv:
         self._jax_device = jax_device(self.device)
         self.name, self.num_envs = name, num_envs
         limit = DEFAULT_EPISODE_STEPS if max_episode_steps is None else max_episode_steps
-        self.env, obs_dim, self._reset_fn, self._step_fn = batched_functions(name, kwargs, num_envs, limit)
+        self.env, obs_dim = shared_engine_env(name, kwargs)
+        self._reset_fn, self._step_fn = batched_functions(name, kwargs, num_envs, limit)
         self.info = EnvInfo(
             obs_dim=obs_dim,
             action_dim=int(self.env.action_size),
