@@ -21,6 +21,7 @@ import numpy as np
 
 from ppo_control.config import ConfigError, RobustnessArgs, parse_command_args
 from ppo_control.errors import UserError, run_cli
+from ppo_control.plot import save_figure
 
 OUT_DIR = "robustness"
 
@@ -149,7 +150,7 @@ def plot(path: Path, args, cells: list[Cell], title: str) -> None:
     line.set_title("nominal mass and friction")
     line.grid(alpha=0.3)
     fig.suptitle(title)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
 
 
 def main(argv: list[str]) -> None:

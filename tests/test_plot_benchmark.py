@@ -426,6 +426,29 @@ def test_learning_curves_show_every_seed_the_mean_and_the_labelled_references():
     assert "published final return" in [t.get_text() for t in fig.legends[0].get_texts()]
 
 
+def test_a_one_task_figure_keeps_its_title_and_key_inside_and_is_written_as_a_palette_png(tmp_path):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image
+
+    from ppo_control.plot import Reference, Run, learning_curves_figure, plot_learning_curves
+
+    runs = [Run(ROOT, made_up_config("Hopper", seed), made_up_rows([10, 20, 30 + seed])) for seed in range(2)]
+    references = {"Hopper": [Reference("CleanRL", 2382.86)]}
+    fig = learning_curves_figure(runs, "steps", references)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    width = fig.bbox.width
+    (title,) = fig.texts
+    for artist in (title, fig.legends[0]):  # the narrow figure cuts neither at its edges
+        box = artist.get_window_extent(renderer)
+        assert 0 <= box.x0 and box.x1 <= width, (artist, box, width)
+
+    out = plot_learning_curves(runs, "steps", tmp_path / "curves.png", references)
+    assert Image.open(out).mode == "P"  # a palette image: a third of the bytes of RGBA for line plots
+    assert_image(out)
+    assert len(np.unique(iio.imread(out).reshape(-1, 3), axis=0)) > 8  # the colours survive the palette
+
+
 def test_the_shipped_references_name_known_tasks_and_are_drawn_by_default(tmp_path):
     from ppo_control.config import available_tasks
     from ppo_control.plot import GID_REFERENCE_LABEL, REFERENCES_FILE, Run, learning_curves_figure, load_references, reference_sources
