@@ -25,6 +25,7 @@ from omegaconf import OmegaConf
 
 from ppo_control.config import ConfigError, EvaluateArgs, compose, compose_resume, evaluation_randomize_section, parse_command_args
 from ppo_control.errors import UserError
+from ppo_control.run_layout import checkpoint_to_load, resume_candidates
 
 EVAL_FILE = "eval.json"
 
@@ -56,7 +57,8 @@ def train(task: str | None = None, *, resume: str | Path | None = None, max_upda
 def _train(overrides, resume: str | None, max_updates: int | None = None) -> TrainResult:
     """Shared by `train` and the train command (`overrides`: a mapping or key=value strings)."""
     if resume:
-        from ppo_control.runs import find_resume_checkpoint  # heavy imports (torch) only once the arguments parse
+        resume_candidates(resume)  # a wrong path is refused before the heavy imports (torch)
+        from ppo_control.runs import find_resume_checkpoint
         from ppo_control.trainer import Trainer
 
         path, state = find_resume_checkpoint(resume)
@@ -90,7 +92,8 @@ def evaluate(run: str | Path, **arguments: Any) -> dict[str, Any]:
     args = parse_command_args(EvaluateArgs, {"run": str(run), **arguments}, "evaluate")
     if args.episodes < 1:
         raise ConfigError(f"evaluate: episodes={args.episodes} is not allowed: episodes must be >= 1")
-    import torch  # heavy imports after parsing
+    checkpoint = checkpoint_to_load(args.run, args.checkpoint)
+    import torch  # heavy imports after the arguments and paths check out
 
     from ppo_control.checkpoint import atomic_write
     from ppo_control.evaluation import EVAL_SEED_OFFSET, evaluate_policy, make_eval_envs
@@ -100,7 +103,7 @@ def evaluate(run: str | Path, **arguments: Any) -> dict[str, Any]:
     from ppo_control.trainer import resolve_device
     from ppo_control.video import record_run_videos
 
-    loaded = load_run(args.run, args.checkpoint)
+    loaded = load_run(args.run, checkpoint)
     cfg, step = loaded.cfg, int(loaded.state["step"])
     seed = args.seed if args.seed is not None else cfg.seed + EVAL_SEED_OFFSET
     use_run = cfg.eval.randomize if args.eval.randomize is None else args.eval.randomize

@@ -14,13 +14,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ppo_control.errors import UserError
+from ppo_control.errors import CheckpointError
 
 FORMAT_VERSION = 1
-
-
-class CheckpointError(UserError):
-    """A checkpoint is missing, corrupt or not one of ours."""
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None:

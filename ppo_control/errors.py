@@ -10,6 +10,10 @@ class UserError(Exception):
     """Something the user can fix (bad config, missing run, unknown task). Its message is one line."""
 
 
+class CheckpointError(UserError):
+    """A checkpoint is missing, corrupt or not one of ours."""
+
+
 class TrainingStopped(Exception):
     """Training cannot go on (exit status 1). Nothing is saved after it, so the last checkpoint on
     disk is the last good one."""

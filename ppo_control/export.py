@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 
 from ppo_control.config import ConfigError, ExportArgs, Overrides, parse_command_args
 from ppo_control.errors import UserError, run_cli
+from ppo_control.run_layout import checkpoint_to_load
 
 FORMATS = {"torchscript": "policy.pt", "onnx": "policy.onnx"}
 EXPORT_DIR = "export"
@@ -226,11 +227,12 @@ def export_policy(args: DictConfig) -> ExportResult:
     """Write and verify the export that `args` (see `parse_args`) describe."""
     if args.format == "onnx":
         require_onnx_packages()
+    checkpoint = checkpoint_to_load(args.run, args.checkpoint)  # before the heavy imports (torch)
 
     from ppo_control import deploy
     from ppo_control.runs import load_run
 
-    loaded = load_run(args.run, args.checkpoint)
+    loaded = load_run(args.run, checkpoint)
     out = out_path(args)
     check_out_path(out, args.overwrite)
 

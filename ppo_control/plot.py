@@ -30,8 +30,8 @@ from ppo_control.config import RESUME_CHANGEABLE, ConfigError, parse_command_arg
 from ppo_control.errors import UserError, run_cli
 from ppo_control.metrics import ARCHIVED_METRICS_FILE, METRICS_FILE
 from ppo_control.resources import CONFIG_DIR
+from ppo_control.run_layout import CONFIG_FILE
 
-CONFIG_FILE = "config.yaml"  # as runs.CONFIG_FILE; runs.py is not imported because it pulls in torch
 # A finished run kept in benchmarks/results stores its rows gzipped (several times smaller); it is
 # read like a live run's metrics.jsonl, which wins where both exist.
 METRICS_FILES = (METRICS_FILE, ARCHIVED_METRICS_FILE)  # in order of preference

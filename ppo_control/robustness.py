@@ -22,6 +22,7 @@ import numpy as np
 from ppo_control.config import ConfigError, RobustnessArgs, parse_command_args
 from ppo_control.errors import UserError, run_cli
 from ppo_control.plot import save_figure
+from ppo_control.run_layout import checkpoint_to_load
 
 OUT_DIR = "robustness"
 
@@ -61,12 +62,13 @@ def evaluate_grid(run: str | Path, **arguments: Any) -> tuple[Path, list[Cell]]:
     """The grid's evaluations, written to <run>/robustness/; returns (that directory, the cells)."""
     args = parse_command_args(RobustnessArgs, {"run": str(run), **arguments}, "robustness")
     check_args(args)
-    from ppo_control.evaluation import EVAL_SEED_OFFSET, evaluate_policy, make_eval_envs  # heavy imports after parsing
+    checkpoint = checkpoint_to_load(args.run, args.checkpoint)
+    from ppo_control.evaluation import EVAL_SEED_OFFSET, evaluate_policy, make_eval_envs  # heavy imports after the checks
     from ppo_control.observations import needs_privileged
     from ppo_control.randomization import Randomization
     from ppo_control.runs import load_run
 
-    loaded = load_run(args.run, args.checkpoint)
+    loaded = load_run(args.run, checkpoint)
     seed = args.seed if args.seed is not None else loaded.cfg.seed + EVAL_SEED_OFFSET
     cells = []
     for mass, friction, delay in grid_cells(args):

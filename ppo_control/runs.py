@@ -29,11 +29,7 @@ from ppo_control.locks import RUN_LOCK_FILE, try_lock
 from ppo_control.metrics import ARCHIVED_METRICS_FILE, METRICS_FILE
 from ppo_control.observations import group_index
 from ppo_control.policy import ActorCritic
-
-CONFIG_FILE = "config.yaml"
-CHECKPOINT_DIR = "checkpoints"
-LAST_CHECKPOINT = "last.pt"
-BEST_CHECKPOINT = "best.pt"  # the best-evaluated policy so far
+from ppo_control.run_layout import BEST_CHECKPOINT, CHECKPOINT_DIR, CONFIG_FILE, LAST_CHECKPOINT, checkpoint_to_load, resume_candidates
 
 
 def default_run_dir(cfg: DictConfig) -> Path:
@@ -186,26 +182,7 @@ class LoadedRun:
 def load_run(run_dir: str | Path, checkpoint: str | Path | None = None) -> LoadedRun:
     """Load a run's config and a checkpoint (default checkpoints/last.pt) into a frozen policy."""
     run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise UserError(f"run directory '{run_dir}' does not exist")
-    if checkpoint is None:
-        path = run_dir / CHECKPOINT_DIR / LAST_CHECKPOINT
-        if not path.is_file():
-            raise CheckpointError(
-                f"'{run_dir}' holds no checkpoint ({CHECKPOINT_DIR}/{LAST_CHECKPOINT} is missing); is it a ppo_control run directory?"
-            )
-    else:
-        path = Path(checkpoint)
-        if checkpoint in ("best", "last"):
-            path = Path(f"{checkpoint}.pt")
-        if not path.is_file() and (run_dir / CHECKPOINT_DIR / path).is_file():
-            path = run_dir / CHECKPOINT_DIR / path  # checkpoint=step_0000200000.pt or checkpoint=best
-        if not path.is_file():
-            names = sorted(p.name for p in (run_dir / CHECKPOINT_DIR).glob("*.pt"))
-            raise CheckpointError(
-                f"checkpoint '{checkpoint}' does not exist; give a file or one of {run_dir / CHECKPOINT_DIR}: "
-                f"{', '.join(names) or 'none'} (best and last also work without .pt)"
-            )
+    path = checkpoint_to_load(run_dir, checkpoint)
     state = load_checkpoint(path)
     try:
         cfg = saved_run_config(state["config"])
@@ -259,14 +236,7 @@ def truncate_metrics(run_dir: Path, step: int) -> int:
 
 def find_resume_checkpoint(run_dir: Path) -> tuple[Path, dict[str, Any]]:
     """The newest checkpoint of a run that loads: last.pt, else periodic ones, newest first."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise UserError(f"cannot resume: run directory '{run_dir}' does not exist")
-    directory = run_dir / CHECKPOINT_DIR
-    candidates = [directory / LAST_CHECKPOINT] + sorted(directory.glob("step_*.pt"), reverse=True)
-    candidates = [c for c in candidates if c.is_file()]
-    if not candidates:
-        raise CheckpointError(f"cannot resume: '{run_dir}' holds no checkpoint ({CHECKPOINT_DIR}/ is empty or missing)")
+    candidates = resume_candidates(run_dir)
     problems = []
     for path in candidates:
         try:

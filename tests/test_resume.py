@@ -269,10 +269,56 @@ def test_resume_refuses_changes_that_alter_the_optimization(finished_run, extra,
     assert snapshot(finished_run) == before
 
 
+REFUSE_WITHOUT_TORCH = """
+import contextlib, io, json, sys
+from ppo_control import evaluate, export, robustness, train
+from ppo_control.errors import run_cli
+outcomes = []
+for name, argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            run_cli({"train": train, "evaluate": evaluate, "export": export, "robustness": robustness}[name].main, argv)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code
+    outcomes.append([code, err.getvalue()])
+print(json.dumps({"outcomes": outcomes, "torch": "torch" in sys.modules}))
+"""
+
+
+def test_a_wrong_run_path_is_refused_before_torch_is_imported(tmp_path):
+    empty = tmp_path / "empty"
+    (empty / "checkpoints").mkdir(parents=True)
+    (empty / "checkpoints" / "step_x.txt").write_text("not a checkpoint")
+    missing = tmp_path / "missing"
+    cases = [
+        ("train", [f"resume={missing}"], "cannot resume: run directory"),
+        ("train", [f"resume={empty}"], "holds no checkpoint"),
+        ("evaluate", [f"run={missing}"], "does not exist"),
+        ("evaluate", [f"run={empty}"], "holds no checkpoint"),
+        ("evaluate", [f"run={empty}", "checkpoint=best"], "checkpoint 'best' does not exist"),
+        ("export", [f"run={missing}"], "does not exist"),
+        ("export", [f"run={empty}", "checkpoint=step_1.pt"], "checkpoint 'step_1.pt' does not exist"),
+        ("robustness", [f"run={empty}"], "holds no checkpoint"),
+    ]
+    before = snapshot(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-c", REFUSE_WITHOUT_TORCH, json.dumps([[name, argv] for name, argv, _ in cases])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    for (name, argv, message), (code, err) in zip(cases, report["outcomes"]):
+        assert code == 2 and err.startswith("error: ") and err.count("\n") == 1 and message in err, (name, argv, err)
+    assert not report["torch"]  # the cheap path checks come before the heavy imports: the error is immediate
+    assert snapshot(tmp_path) == before
+
+
 @pytest.mark.slow
 def test_bad_run_directories(tmp_path, finished_run):
-    empty = tmp_path / "empty"
-    empty.mkdir()
     broken = tmp_path / "broken"
     (broken / "checkpoints").mkdir(parents=True)
     data = (finished_run / "checkpoints" / "last.pt").read_bytes()
@@ -281,11 +327,8 @@ def test_bad_run_directories(tmp_path, finished_run):
     (not_ours / "checkpoints").mkdir(parents=True)
     torch.save({"weights": torch.zeros(3)}, not_ours / "checkpoints" / "last.pt")
     cases = [
-        ("ppo_control.train", f"resume={tmp_path / 'missing'}", "does not exist"),
-        ("ppo_control.train", f"resume={empty}", "holds no checkpoint"),
         ("ppo_control.train", f"resume={broken}", "truncated or corrupt"),
         ("ppo_control.train", f"resume={not_ours}", "not a ppo_control checkpoint"),
-        ("ppo_control.evaluate", f"run={empty}", "holds no checkpoint"),
         ("ppo_control.evaluate", f"run={broken}", "truncated or corrupt"),
     ]
     for module, arg, message in cases:
