@@ -70,6 +70,7 @@ class PPOConfig:
     learning_rate: float = MISSING
     lr_schedule: str = MISSING
     gamma: float = MISSING
+    gamma_end: Optional[float] = MISSING
     gae_lambda: float = MISSING
     gae_lambda_end: Optional[float] = MISSING
     clip_range: float = MISSING
@@ -529,6 +530,7 @@ def validate(cfg: DictConfig) -> None:
             )
     require(finite("ppo.learning_rate") > 0, "ppo.learning_rate", "> 0")
     require(0 < finite("ppo.gamma") <= 1, "ppo.gamma", "in (0, 1]")
+    require(ppo.gamma_end is None or 0 < finite("ppo.gamma_end") <= 1, "ppo.gamma_end", "null or in (0, 1]")
     require(0 <= finite("ppo.gae_lambda") <= 1, "ppo.gae_lambda", "in [0, 1]")
     require(ppo.gae_lambda_end is None or 0 <= finite("ppo.gae_lambda_end") <= 1, "ppo.gae_lambda_end", "null or in [0, 1]")
     require(finite("ppo.clip_range") > 0, "ppo.clip_range", "> 0")

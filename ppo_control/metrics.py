@@ -11,7 +11,7 @@ event files written directly in the run directory, so `tensorboard --logdir runs
     loss/    policy, value                                   (row keys policy_loss, value_loss)
     policy/  entropy, log_std_mean
     ppo/     approx_kl, clip_fraction, explained_variance, grad_norm, learning_rate, ent_coef,
-             gae_lambda, epochs_run, kl_early_stop (0/1)
+             gamma, gae_lambda, epochs_run, kl_early_stop (0/1)
     perf/    sps, steps_this_update, update
     other/   <key>                                           (any key not listed above)
 
@@ -80,6 +80,7 @@ TENSORBOARD_TAGS = {
     "grad_norm": "ppo/grad_norm",
     "learning_rate": "ppo/learning_rate",
     "ent_coef": "ppo/ent_coef",
+    "gamma": "ppo/gamma",
     "gae_lambda": "ppo/gae_lambda",
     "epochs_run": "ppo/epochs_run",
     "kl_early_stop": "ppo/kl_early_stop",

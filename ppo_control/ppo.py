@@ -145,11 +145,9 @@ def scheduled_entropy_coef(schedule: str, base_coef: float, step: int, total_ste
     return linear_decay(base_coef, step, total_steps) if schedule == "linear" else base_coef
 
 
-def scheduled_gae_lambda(start: float, end: float | None, step: int, total_steps: int) -> float:
-    """GAE lambda for the next rollout: `start`, or with an `end`, moving linearly from `start` at
-    step 0 to `end` at total_steps. A long advantage horizon early credits the actions that led,
-    many steps later, to a fall or a gain; a short one late gives lower-variance advantages while
-    the policy refines what it found."""
+def scheduled_value(start: float, end: float | None, step: int, total_steps: int) -> float:
+    """A setting with an optional end (`ppo.gamma_end`, `ppo.gae_lambda_end`): `start`, or moving
+    linearly from `start` at step 0 to `end` at total_steps, and staying there."""
     if end is None:
         return start
     return end + linear_decay(start - end, step, total_steps)
@@ -278,9 +276,17 @@ class PPOLearner:
         # fused: one kernel for all parameters instead of a loop of small ops
         self.optimizer = torch.optim.Adam(policy.parameters(), lr=hp.learning_rate, eps=1e-5, fused=True)
 
+    def gamma(self, step: int) -> float:
+        """The discount the rollout collected at `step` is prepared with (`ppo.gamma_end`). A short
+        horizon early lets a policy that cannot yet move learn from the forward reward near it; a
+        long one late makes a fall hundreds of steps ahead cost what it costs in the episode's return."""
+        return scheduled_value(self.hp.gamma, self.hp.gamma_end, step, self.total_steps)
+
     def gae_lambda(self, step: int) -> float:
-        """The GAE lambda the rollout collected at `step` is prepared with (`ppo.gae_lambda_end`)."""
-        return scheduled_gae_lambda(self.hp.gae_lambda, self.hp.gae_lambda_end, step, self.total_steps)
+        """The GAE lambda the rollout collected at `step` is prepared with (`ppo.gae_lambda_end`). A
+        long advantage horizon early credits the actions that led, many steps later, to a fall or a
+        gain; a short one late gives lower-variance advantages while the policy refines what it found."""
+        return scheduled_value(self.hp.gae_lambda, self.hp.gae_lambda_end, step, self.total_steps)
 
     @property
     def learning_rate(self) -> float:

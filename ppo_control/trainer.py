@@ -63,6 +63,7 @@ def metrics_row(progress: Progress, stats: dict[str, Any], log_std_mean: float, 
         "value_loss",
         "learning_rate",
         "ent_coef",
+        "gamma",
         "gae_lambda",
         "epochs_run",
         "kl_early_stop",
@@ -256,16 +257,16 @@ class Trainer:
         torch.set_num_threads(self.update_threads)
         for returns, lengths in self.dist.all_gather_object((rollout.episode_returns, rollout.episode_lengths)):
             self.progress.record_episodes(returns, lengths)  # every rank's episodes, in rank order
-        gae_lambda = self.learner.gae_lambda(self.progress.step)
-        batch = prepare_batch(self.policy, rollout.storage, rollout.last_values, self.cfg.ppo.gamma, gae_lambda)
+        gamma, gae_lambda = self.learner.gamma(self.progress.step), self.learner.gae_lambda(self.progress.step)
+        batch = prepare_batch(self.policy, rollout.storage, rollout.last_values, gamma, gae_lambda)
         if self.cfg.normalize.obs:  # after the batch is normalized; over every rank's observations, so all ranks agree
             raw_obs = self.policy.current_frame(rollout.storage.observations).reshape(-1, self.info.obs_dim)
             self.policy.obs_normalizer.merge(*self.dist.global_moments(raw_obs))
         stats = self.learner.update(batch, self.progress.step)
         stats["explained_variance"] = explained_variance(batch.values, batch.returns)
-        stats["gae_lambda"] = gae_lambda
-        # The KL is averaged every minibatch already; the rate and bonus are the same on every rank.
-        stats = self.dist.mean_stats(stats, exclude=("approx_kl", "learning_rate", "ent_coef", "gae_lambda"))
+        stats["gamma"], stats["gae_lambda"] = gamma, gae_lambda
+        # The KL is averaged every minibatch already; the schedules' values are the same on every rank.
+        stats = self.dist.mean_stats(stats, exclude=("approx_kl", "learning_rate", "ent_coef", "gamma", "gae_lambda"))
         check_finite_parameters(self.policy, self.progress.update + 1)
 
         steps = self.cfg.env.n_envs * self.cfg.ppo.rollout_steps * self.dist.world_size

@@ -17,8 +17,8 @@ from ppo_control.ppo import (
     kl_stop_threshold,
     ppo_update,
     scheduled_entropy_coef,
-    scheduled_gae_lambda,
     scheduled_learning_rate,
+    scheduled_value,
     value_loss,
 )
 
@@ -84,12 +84,12 @@ def test_entropy_schedules():
 
 
 def test_gae_lambda_schedules():
-    assert scheduled_gae_lambda(0.95, None, 900, 1000) == 0.95
-    assert scheduled_gae_lambda(0.99, 0.95, 0, 1000) == 0.99
-    assert scheduled_gae_lambda(0.99, 0.95, 500, 1000) == pytest.approx(0.97)
-    assert scheduled_gae_lambda(0.99, 0.95, 1000, 1000) == pytest.approx(0.95)
-    assert scheduled_gae_lambda(0.99, 0.95, 1500, 1000) == pytest.approx(0.95)  # a resumed run trained longer stays at the end
-    assert scheduled_gae_lambda(0.5, 0.9, 250, 1000) == pytest.approx(0.6)  # rising works too
+    assert scheduled_value(0.95, None, 900, 1000) == 0.95
+    assert scheduled_value(0.99, 0.95, 0, 1000) == 0.99
+    assert scheduled_value(0.99, 0.95, 500, 1000) == pytest.approx(0.97)
+    assert scheduled_value(0.99, 0.95, 1000, 1000) == pytest.approx(0.95)
+    assert scheduled_value(0.99, 0.95, 1500, 1000) == pytest.approx(0.95)  # a resumed run trained longer stays at the end
+    assert scheduled_value(0.5, 0.9, 250, 1000) == pytest.approx(0.6)  # rising works too
 
 
 def test_learner_applies_the_scheduled_entropy_bonus():

@@ -94,16 +94,17 @@ def test_same_seed_same_metrics(tmp_path):
     assert other != rows[0]
 
 
-def test_gae_lambda_schedule_reaches_the_advantages(tmp_path):
-    """With ppo.gae_lambda_end each update's advantages use the scheduled lambda (logged as
-    gae_lambda): the first update, at lambda's start value, trains exactly like a constant-lambda
-    run; the later ones, at a smaller lambda, train differently."""
+@pytest.mark.parametrize("key, end, scheduled", [("gae_lambda", 0.0, [0.9, 0.6, 0.3]), ("gamma", 0.6, [0.9, 0.8, 0.7])])
+def test_gamma_and_gae_lambda_schedules_reach_the_advantages(tmp_path, key, end, scheduled):
+    """With ppo.<key>_end each update's advantages use the scheduled value (logged as <key>): the
+    first update, at the start value, trains exactly like a constant run; the later ones train
+    differently."""
     runs = {}
-    for name, schedule in (("constant", []), ("scheduled", ["ppo.gae_lambda_end=0.0"])):
-        train_in_process(tmp_path / name, "task=InvertedPendulum", "total_steps=384", "ppo.gae_lambda=0.9", *schedule, *TINY)
+    for name, schedule in (("constant", []), ("scheduled", [f"ppo.{key}_end={end}"])):
+        train_in_process(tmp_path / name, "task=InvertedPendulum", "total_steps=384", f"ppo.{key}=0.9", *schedule, *TINY)
         runs[name] = read_metrics(tmp_path / name)
-    assert [row["gae_lambda"] for row in runs["constant"]] == [0.9, 0.9, 0.9]
-    assert [row["gae_lambda"] for row in runs["scheduled"]] == pytest.approx([0.9, 0.6, 0.3])
+    assert [row[key] for row in runs["constant"]] == [0.9, 0.9, 0.9]
+    assert [row[key] for row in runs["scheduled"]] == pytest.approx(scheduled)
     losses = {name: [(row["policy_loss"], row["value_loss"]) for row in rows] for name, rows in runs.items()}
     assert losses["scheduled"][0] == losses["constant"][0]
     assert losses["scheduled"][1] != losses["constant"][1]
