@@ -42,7 +42,6 @@ from ppo_control.errors import TrainingStopped, UserError, run_cli
 from ppo_control.locks import RUN_LOCK_FILE, is_held, try_lock
 from ppo_control.metrics import format_duration
 from ppo_control.plot import (
-    CONFIG_FILE,
     Reference,
     Run,
     algorithm_config,
@@ -51,6 +50,7 @@ from ppo_control.plot import (
     plot_learning_curves,
     reference_sources,
 )
+from ppo_control.run_layout import CHECKPOINT_DIR, CONFIG_FILE
 
 RESULTS_ROOT = Path("benchmarks") / "results"
 PER_RUN_KEYS = ("task", "seed", "run_dir", "resume")  # the benchmark sets these for each run
@@ -179,7 +179,7 @@ def plan_job(task: str, seed: int, requested: dict, total_steps: int, run_dir: P
         raise UserError(f"'{run_dir}' is not a directory; choose another out=")
     if is_held(run_dir / RUN_LOCK_FILE):
         raise UserError(f"run_dir '{run_dir}' is in use by a training process; wait for it or stop it first")
-    has_checkpoint = any((run_dir / "checkpoints").glob("*.pt"))
+    has_checkpoint = any((run_dir / CHECKPOINT_DIR).glob("*.pt"))
     if not (run_dir / CONFIG_FILE).is_file():
         if has_checkpoint:
             raise UserError(f"'{run_dir}' holds checkpoints but no {CONFIG_FILE}; remove it or choose another out=")
