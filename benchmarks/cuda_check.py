@@ -22,6 +22,8 @@ from pathlib import Path
 
 import torch
 
+from ppo_control.run_layout import CHECKPOINT_DIR, LAST_CHECKPOINT
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -81,7 +83,7 @@ def main(argv: list[str]) -> int:
     )
 
     try:
-        state = torch.load(pendulum / "checkpoints" / "last.pt", map_location="cpu", weights_only=True)
+        state = torch.load(pendulum / CHECKPOINT_DIR / LAST_CHECKPOINT, map_location="cpu", weights_only=True)
         devices = {str(t.device) for t in state["policy"].values()}
         record("2_checkpoint_loads_on_cpu", devices == {"cpu"}, step=int(state["step"]))
     except Exception as exc:  # report and go on: the other checks still say something

@@ -22,11 +22,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import parse_args, rel  # noqa: E402
 
+from ppo_control.plot import save_figure  # noqa: E402
+from ppo_control.run_layout import CHECKPOINT_DIR, LAST_CHECKPOINT  # noqa: E402
+
+ROBUSTNESS_CSV = Path("robustness") / "robustness.csv"  # written by `ppo_control.robustness run=...`
 DEFAULTS = {"suites": [], "episodes": 5, "out": "benchmarks/results/robust-1M/robustness.md"}
 
 
 def read_cells(run: Path) -> list[dict]:
-    with open(run / "robustness" / "robustness.csv", encoding="utf-8") as handle:
+    with open(run / ROBUSTNESS_CSV, encoding="utf-8") as handle:
         return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(handle)]
 
 
@@ -44,10 +48,13 @@ def main(argv: list[str]) -> None:
     grids: dict[str, dict[str, list[np.ndarray]]] = {}
     for suite in map(Path, args["suites"]):
         for task_dir in sorted((suite / "runs").iterdir()):
-            runs = sorted(p for p in task_dir.iterdir() if (p / "checkpoints" / "last.pt").is_file())
+            # a committed suite keeps its runs' robustness.csv but not their checkpoints (git-ignored)
+            runs = sorted(
+                p for p in task_dir.iterdir() if (p / ROBUSTNESS_CSV).is_file() or (p / CHECKPOINT_DIR / LAST_CHECKPOINT).is_file()
+            )
             summaries = []
             for run in runs:
-                if not (run / "robustness" / "robustness.csv").is_file():
+                if not (run / ROBUSTNESS_CSV).is_file():
                     robustness(run, episodes=args["episodes"])
                 cells = read_cells(run)
                 summaries.append(summarize(cells))
@@ -91,7 +98,7 @@ def plot_task(path: Path, task: str, by_suite: dict[str, list[np.ndarray]], mass
             ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", fontsize=7, color=color)
     fig.colorbar(image, ax=axes.tolist())
     fig.suptitle(f"{task}: mean return over seeds, no delay")
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
 
 
 if __name__ == "__main__":

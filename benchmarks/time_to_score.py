@@ -71,6 +71,9 @@ from common import (
     write_json,
 )
 
+from ppo_control.plot import metrics_file, save_figure  # noqa: E402
+from ppo_control.run_layout import CONFIG_FILE  # noqa: E402
+
 USAGE = __doc__
 THRESHOLDS = {"HalfCheetah": 3000.0, "Hopper": 2500.0, "Walker2d": 3000.0, "Ant": 3000.0}
 ASSUMED_SPS = {"ours": 15_000.0, "sb3": 1_000.0}  # only when benchmarks/results/speed.json is missing
@@ -147,14 +150,14 @@ def run_ours(task: str, seed: int, args: dict[str, Any], every: int, run_dir: Pa
         overrides.append(f"total_steps={int(args['total_steps'])}")
     cmd = ours_command(task, seed, run_dir, overrides)
     measured = run_measured(cmd, run_dir.parent / f"{run_dir.name}.log", stop_after_s=args["budget_s"])
-    rows = read_metrics(run_dir) if (run_dir / "metrics.jsonl").exists() else []
+    rows = read_metrics(run_dir) if metrics_file(run_dir) else []
     launch = measured.launch_time
     evals = [
         {"time_s": r["time"] - launch, "step": r["step"], "eval_return": r["eval_return"], "eval_return_std": r.get("eval_return_std")}
         for r in rows
         if r.get("eval_return") is not None
     ]
-    total = resolved_config(run_dir)["total_steps"] if (run_dir / "config.yaml").exists() else None
+    total = resolved_config(run_dir)["total_steps"] if (run_dir / CONFIG_FILE).exists() else None
     return {
         "framework": "ours",
         "seed": seed,
@@ -331,7 +334,7 @@ def plot(data: dict[str, Any], png: Path) -> None:
     fig.suptitle(f"Time to score, {data.get('versions', {}).get('cpus', '?')} cores ({cpu}); each seed a line", fontsize=10)
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png, dpi=120)
+    save_figure(fig, png)
     plt.close(fig)
 
 

@@ -57,11 +57,11 @@ def train(task: str | None = None, *, resume: str | Path | None = None, max_upda
 def _train(overrides, resume: str | None, max_updates: int | None = None) -> TrainResult:
     """Shared by `train` and the train command (`overrides`: a mapping or key=value strings)."""
     if resume:
-        resume_candidates(resume)  # a wrong path is refused before the heavy imports (torch)
+        candidates = resume_candidates(resume)  # a wrong path is refused before the heavy imports (torch)
         from ppo_control.runs import find_resume_checkpoint
         from ppo_control.trainer import Trainer
 
-        path, state = find_resume_checkpoint(resume)
+        path, state = find_resume_checkpoint(Path(resume), candidates)
         cfg = compose_resume(overrides, state["config"], resume)
         print(f"resuming from {path} (step {int(state['step']):,})", flush=True)
         trainer = Trainer(cfg, resume_state=state)

@@ -496,16 +496,19 @@ def _save(fig: Any, out: Path) -> Path:
     return out
 
 
+FIGURE_DPI = 110
+
+
 def save_figure(fig: Any, out: Path) -> None:
-    """fig at 110 dpi; a PNG as a 256-colour palette image, which keeps line plots looking the
+    """fig at FIGURE_DPI; a PNG as a 256-colour palette image, which keeps line plots looking the
     same at about a third of the bytes (curves are committed with every benchmark)."""
     if out.suffix.lower() != ".png":
-        fig.savefig(out, dpi=110)
+        fig.savefig(out, dpi=FIGURE_DPI)
         return
     from PIL import Image
 
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
+    fig.savefig(buffer, format="png", dpi=FIGURE_DPI)
     image = Image.open(buffer).convert("RGB")
     image.quantize(colors=256, dither=Image.Dither.NONE).save(out, optimize=True)
 

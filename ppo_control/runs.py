@@ -234,9 +234,10 @@ def truncate_metrics(run_dir: Path, step: int) -> int:
     return len(lines) - len(keep)
 
 
-def find_resume_checkpoint(run_dir: Path) -> tuple[Path, dict[str, Any]]:
-    """The newest checkpoint of a run that loads: last.pt, else periodic ones, newest first."""
-    candidates = resume_candidates(run_dir)
+def find_resume_checkpoint(run_dir: Path, candidates: list[Path] | None = None) -> tuple[Path, dict[str, Any]]:
+    """The newest checkpoint of a run that loads: last.pt, else periodic ones, newest first
+    (`candidates`: resume_candidates(run_dir), when the caller has already listed them)."""
+    candidates = resume_candidates(run_dir) if candidates is None else candidates
     problems = []
     for path in candidates:
         try:
