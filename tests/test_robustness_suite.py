@@ -1,24 +1,16 @@
 """benchmarks/robustness_suite.py summarizes a committed suite from a clean checkout: the suite's
 runs keep their robustness/robustness.csv but not their checkpoints (git-ignored)."""
 
-import importlib.util
-import sys
-
 from PIL import Image
 
-from conftest import ROOT
+from conftest import ROOT, load_benchmark_script
 
 SUITE_DIR = ROOT / "benchmarks" / "results" / "robust-1M"
 SUITES = ["nominal", "randomized", "randomized-privileged"]
 
 
 def load_script():
-    if str(ROOT / "benchmarks") not in sys.path:  # the script imports its sibling `common`
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("robustness_suite", ROOT / "benchmarks" / "robustness_suite.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark_script("robustness_suite")
 
 
 def test_the_committed_robustness_table_is_rebuilt_from_the_runs_csv_files(tmp_path):

@@ -1,24 +1,17 @@
 """benchmarks/time_to_score.py resumes an interrupted benchmark: it keeps the runs already measured
 under the same settings (and the wall-clock they took), and refuses an output measured under others."""
 
-import importlib.util
 import json
-import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import load_benchmark_script
 
 SETTINGS = ["tasks=[HalfCheetah]", "sb3=false", "eval_every=2048", "sb3_eval_every=2048", "budget_s=300"]
 
 
 def load_script():
-    if str(ROOT / "benchmarks") not in sys.path:  # the script imports its sibling `common`
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("time_to_score", ROOT / "benchmarks" / "time_to_score.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark_script("time_to_score")
 
 
 def measured_run(seed: int, reached_at_s: float) -> dict:
