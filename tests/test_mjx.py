@@ -251,6 +251,18 @@ def test_what_the_mjx_backend_cannot_honour_is_refused_in_one_line(args, message
         compose([*args, "env.backend=mjx"])
 
 
+def test_the_mjx_regime_keeps_its_own_settings_over_a_task_files_cpu_ones():
+    """tasks/Hopper.yaml tunes the CPU regime (a wider critic, many small minibatches, a growing
+    discount); with env.backend=mjx the regime's measured settings hold unless the command line says otherwise."""
+    from ppo_control.config import compose
+
+    cpu = compose(["task=Hopper"])
+    assert (cpu.policy.critic_hidden_sizes, cpu.ppo.minibatches, cpu.ppo.gamma_end) == ([256, 256], 32, 0.999)
+    mjx = compose(["task=Hopper", "env.backend=mjx"])
+    assert (mjx.policy.hidden_sizes, mjx.policy.critic_hidden_sizes, mjx.ppo.minibatches, mjx.ppo.gamma_end) == ([256, 256], None, 4, None)
+    assert compose(["task=Hopper", "env.backend=mjx", "ppo.gamma_end=0.995"]).ppo.gamma_end == 0.995
+
+
 @pytest.mark.slow
 def test_an_unknown_engine_task_lists_the_ones_it_provides(tmp_path):
     pytest.importorskip("brax")
