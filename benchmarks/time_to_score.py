@@ -63,7 +63,6 @@ from common import (
     median,
     ours_command,
     parse_args,
-    read_metrics,  # noqa: E402
     rel,
     resolved_config,
     run_measured,
@@ -71,7 +70,7 @@ from common import (
     write_json,
 )
 
-from ppo_control.plot import metrics_file, save_figure  # noqa: E402
+from ppo_control.plot import metrics_file, read_metrics, save_figure  # noqa: E402
 from ppo_control.run_layout import CONFIG_FILE  # noqa: E402
 
 USAGE = __doc__
@@ -150,7 +149,7 @@ def run_ours(task: str, seed: int, args: dict[str, Any], every: int, run_dir: Pa
         overrides.append(f"total_steps={int(args['total_steps'])}")
     cmd = ours_command(task, seed, run_dir, overrides)
     measured = run_measured(cmd, run_dir.parent / f"{run_dir.name}.log", stop_after_s=args["budget_s"])
-    rows = read_metrics(run_dir) if metrics_file(run_dir) else []
+    rows = read_metrics(path) if (path := metrics_file(run_dir)) else []  # live or archived (.gz)
     launch = measured.launch_time
     evals = [
         {"time_s": r["time"] - launch, "step": r["step"], "eval_return": r["eval_return"], "eval_return_std": r.get("eval_return_std")}

@@ -24,7 +24,8 @@ from ppo_control.errors import UserError, run_cli
 from ppo_control.plot import save_figure
 from ppo_control.run_layout import checkpoint_to_load
 
-OUT_DIR = "robustness"
+OUT_DIR = "robustness"  # inside the run directory
+CSV_FILE = "robustness.csv"  # one row per cell (benchmarks/robustness_suite.py reads it back)
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ def evaluate_grid(run: str | Path, **arguments: Any) -> tuple[Path, list[Cell]]:
     out = loaded.run_dir / OUT_DIR
     try:
         out.mkdir(parents=True, exist_ok=True)
-        write_csv(out / "robustness.csv", cells)
+        write_csv(out / CSV_FILE, cells)
         (out / "robustness.md").write_text(markdown(loaded, args, cells), encoding="utf-8")
         plot(out / "robustness.png", args, cells, f"{loaded.cfg.task} {loaded.name} (step {int(loaded.state['step']):,})")
     except OSError as exc:
@@ -159,7 +160,7 @@ def main(argv: list[str]) -> None:
     out, cells = evaluate_grid(**parse_command_args(RobustnessArgs, argv, "robustness"))  # parsed here: errors name the CLI keys
     s = summary(cells)
     print(f"nominal {s['nominal']:.1f} | worst cell {s['worst']:.1f} | mean over {len(cells)} cells {s['mean']:.1f}")
-    for name in ("robustness.csv", "robustness.md", "robustness.png"):
+    for name in (CSV_FILE, "robustness.md", "robustness.png"):
         print(f"written     {out / name}")
 
 
