@@ -73,6 +73,7 @@ class PPOConfig:
     gamma_end: Optional[float] = MISSING
     gae_lambda: float = MISSING
     gae_lambda_end: Optional[float] = MISSING
+    end_at_fraction: float = MISSING
     clip_range: float = MISSING
     clip_value_loss: bool = MISSING
     ent_coef: float = MISSING
@@ -533,6 +534,7 @@ def validate(cfg: DictConfig) -> None:
     require(ppo.gamma_end is None or 0 < finite("ppo.gamma_end") <= 1, "ppo.gamma_end", "null or in (0, 1]")
     require(0 <= finite("ppo.gae_lambda") <= 1, "ppo.gae_lambda", "in [0, 1]")
     require(ppo.gae_lambda_end is None or 0 <= finite("ppo.gae_lambda_end") <= 1, "ppo.gae_lambda_end", "null or in [0, 1]")
+    require(0 < finite("ppo.end_at_fraction") <= 1, "ppo.end_at_fraction", "in (0, 1]")
     require(finite("ppo.clip_range") > 0, "ppo.clip_range", "> 0")
     require(finite("ppo.ent_coef") >= 0, "ppo.ent_coef", ">= 0")
     require(finite("ppo.vf_coef") > 0, "ppo.vf_coef", "> 0")

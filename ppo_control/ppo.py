@@ -145,12 +145,12 @@ def scheduled_entropy_coef(schedule: str, base_coef: float, step: int, total_ste
     return linear_decay(base_coef, step, total_steps) if schedule == "linear" else base_coef
 
 
-def scheduled_value(start: float, end: float | None, step: int, total_steps: int) -> float:
+def scheduled_value(start: float, end: float | None, step: int, end_step: float) -> float:
     """A setting with an optional end (`ppo.gamma_end`, `ppo.gae_lambda_end`): `start`, or moving
-    linearly from `start` at step 0 to `end` at total_steps, and staying there."""
+    linearly from `start` at step 0 to `end` at end_step, and staying there."""
     if end is None:
         return start
-    return end + linear_decay(start - end, step, total_steps)
+    return end + linear_decay(start - end, step, end_step)
 
 
 def adapt_learning_rate(lr: float, kl: float, target_kl: float) -> float:
@@ -280,13 +280,20 @@ class PPOLearner:
         """The discount the rollout collected at `step` is prepared with (`ppo.gamma_end`). A short
         horizon early lets a policy that cannot yet move learn from the forward reward near it; a
         long one late makes a fall hundreds of steps ahead cost what it costs in the episode's return."""
-        return scheduled_value(self.hp.gamma, self.hp.gamma_end, step, self.total_steps)
+        return scheduled_value(self.hp.gamma, self.hp.gamma_end, step, self.schedule_end_step)
 
     def gae_lambda(self, step: int) -> float:
         """The GAE lambda the rollout collected at `step` is prepared with (`ppo.gae_lambda_end`). A
         long advantage horizon early credits the actions that led, many steps later, to a fall or a
         gain; a short one late gives lower-variance advantages while the policy refines what it found."""
-        return scheduled_value(self.hp.gae_lambda, self.hp.gae_lambda_end, step, self.total_steps)
+        return scheduled_value(self.hp.gae_lambda, self.hp.gae_lambda_end, step, self.schedule_end_step)
+
+    @property
+    def schedule_end_step(self) -> float:
+        """Where gamma and lambda reach their `_end` values (`ppo.end_at_fraction` of the run). Ending
+        before the run does gives the critic steps, at a learning rate that has not yet decayed
+        away, to fit the values of the final discount instead of chasing a moving target."""
+        return self.hp.end_at_fraction * self.total_steps
 
     @property
     def learning_rate(self) -> float:

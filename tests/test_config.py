@@ -75,6 +75,7 @@ def test_composition_order_train_yaml_then_task_then_cli(tmp_path):
         (["task=Hopper", "ppo.clip_range=-0.1"], ["ppo.clip_range", "> 0"]),
         (["task=Hopper", "ppo.gae_lambda_end=1.5"], ["ppo.gae_lambda_end", "null or in [0, 1]"]),
         (["task=Hopper", "ppo.gamma_end=0"], ["ppo.gamma_end", "null or in (0, 1]"]),
+        (["task=Hopper", "ppo.end_at_fraction=0"], ["ppo.end_at_fraction", "in (0, 1]"]),
         (["task=Hopper", "policy.critic_hidden_sizes=[]"], ["policy.critic_hidden_sizes", "null (the actor's hidden_sizes)"]),
         (["task=Hopper", "env.n_envs=3", "ppo.rollout_steps=10", "ppo.minibatches=4"], ["ppo.minibatches=4", "30"]),
         (["task=Hopper", "ppo.lr_schedule=cosine"], ["ppo.lr_schedule", "constant, linear, adaptive"]),

@@ -94,13 +94,16 @@ def test_same_seed_same_metrics(tmp_path):
     assert other != rows[0]
 
 
-@pytest.mark.parametrize("key, end, scheduled", [("gae_lambda", 0.0, [0.9, 0.6, 0.3]), ("gamma", 0.6, [0.9, 0.8, 0.7])])
-def test_gamma_and_gae_lambda_schedules_reach_the_advantages(tmp_path, key, end, scheduled):
-    """With ppo.<key>_end each update's advantages use the scheduled value (logged as <key>): the
-    first update, at the start value, trains exactly like a constant run; the later ones train
-    differently."""
+@pytest.mark.parametrize(
+    "key, end, end_at_fraction, scheduled",
+    [("gae_lambda", 0.0, 1.0, [0.9, 0.6, 0.3]), ("gamma", 0.6, 1.0, [0.9, 0.8, 0.7]), ("gamma", 0.6, 0.5, [0.9, 0.7, 0.6])],
+)
+def test_gamma_and_gae_lambda_schedules_reach_the_advantages(tmp_path, key, end, end_at_fraction, scheduled):
+    """With ppo.<key>_end each update's advantages use the scheduled value (logged as <key>), which
+    reaches the end at ppo.end_at_fraction of the run and stays there: the first update, at the
+    start value, trains exactly like a constant run; the later ones train differently."""
     runs = {}
-    for name, schedule in (("constant", []), ("scheduled", [f"ppo.{key}_end={end}"])):
+    for name, schedule in (("constant", []), ("scheduled", [f"ppo.{key}_end={end}", f"ppo.end_at_fraction={end_at_fraction}"])):
         train_in_process(tmp_path / name, "task=InvertedPendulum", "total_steps=384", f"ppo.{key}=0.9", *schedule, *TINY)
         runs[name] = read_metrics(tmp_path / name)
     assert [row[key] for row in runs["constant"]] == [0.9, 0.9, 0.9]
