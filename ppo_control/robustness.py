@@ -26,6 +26,8 @@ from ppo_control.run_layout import checkpoint_to_load
 
 OUT_DIR = "robustness"  # inside the run directory
 CSV_FILE = "robustness.csv"  # one row per cell (benchmarks/robustness_suite.py reads it back)
+MARKDOWN_FILE = "robustness.md"
+PLOT_FILE = "robustness.png"
 
 
 @dataclass(frozen=True)
@@ -85,8 +87,8 @@ def evaluate_grid(run: str | Path, **arguments: Any) -> tuple[Path, list[Cell]]:
     try:
         out.mkdir(parents=True, exist_ok=True)
         write_csv(out / CSV_FILE, cells)
-        (out / "robustness.md").write_text(markdown(loaded, args, cells), encoding="utf-8")
-        plot(out / "robustness.png", args, cells, f"{loaded.cfg.task} {loaded.name} (step {int(loaded.state['step']):,})")
+        (out / MARKDOWN_FILE).write_text(markdown(loaded, args, cells), encoding="utf-8")
+        plot(out / PLOT_FILE, args, cells, f"{loaded.cfg.task} {loaded.name} (step {int(loaded.state['step']):,})")
     except OSError as exc:
         raise UserError(f"cannot write into '{out}' ({exc.strerror or exc})") from None
     return out, cells
@@ -160,7 +162,7 @@ def main(argv: list[str]) -> None:
     out, cells = evaluate_grid(**parse_command_args(RobustnessArgs, argv, "robustness"))  # parsed here: errors name the CLI keys
     s = summary(cells)
     print(f"nominal {s['nominal']:.1f} | worst cell {s['worst']:.1f} | mean over {len(cells)} cells {s['mean']:.1f}")
-    for name in (CSV_FILE, "robustness.md", "robustness.png"):
+    for name in (CSV_FILE, MARKDOWN_FILE, PLOT_FILE):
         print(f"written     {out / name}")
 
 
