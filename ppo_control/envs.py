@@ -10,8 +10,10 @@ finished sub-envs explicitly within the same step. Either way no transition span
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
+import re
 import sys
 import time
 import warnings
@@ -334,6 +336,7 @@ class EnvpoolVecEnv:
     def __init__(self, env_id: str, num_envs: int, num_threads: int, kwargs: dict[str, Any], max_episode_steps: int | None):
         import envpool
 
+        kwargs, self._keep = envpool_observation_cut(env_id, kwargs)
         self._make = lambda seed: envpool.make_gymnasium(
             env_id,
             num_envs=num_envs,
@@ -347,6 +350,8 @@ class EnvpoolVecEnv:
         self.envs = self._make(self._seed)
         self.num_envs = num_envs
         self.info = _env_info(self.envs, int(self.envs.config["max_episode_steps"]))
+        if self._keep is not None:
+            self.info = dataclasses.replace(self.info, obs_dim=len(self._keep), groups=((POLICY, len(self._keep)),))
         self._episodes = _EpisodeTracker(num_envs)
 
     def reset(self, seed: int) -> np.ndarray:
@@ -382,7 +387,42 @@ class EnvpoolVecEnv:
         self.envs.close()
 
     def _as_batch(self, obs: np.ndarray, n: int | None = None) -> np.ndarray:
-        return np.asarray(obs, dtype=np.float32).reshape(self.num_envs if n is None else n, -1)
+        batch = np.asarray(obs, dtype=np.float32).reshape(self.num_envs if n is None else n, -1)
+        return batch if self._keep is None else batch[:, self._keep]
+
+
+_INCLUDE_OPTION = re.compile(r"include_(\w+)_in_observation")
+
+
+def envpool_observation_cut(env_id: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any], np.ndarray | None]:
+    """Splits env.kwargs into envpool's own options and the observation elements to keep (None: all).
+
+    Gymnasium's v5 tasks can leave parts out of the observation (Humanoid's
+    `include_cfrc_ext_in_observation: false`); envpool always computes every part and has no such
+    options. So the adapter cuts the parts out itself, at the offsets Gymnasium's
+    `observation_structure` gives, and both backends produce the same observation.
+    """
+    import envpool
+
+    accepted = set(envpool.make_spec(env_id)._config_keys)
+    options = {key: value for key, value in kwargs.items() if _INCLUDE_OPTION.fullmatch(key) and key not in accepted}
+    if not options:
+        return kwargs, None
+    own = {key: value for key, value in kwargs.items() if key not in options}
+    reference = gym.make(env_id, **dict.fromkeys(options, True)).unwrapped  # every part, Gymnasium's layout
+    structure = dict(getattr(reference, "observation_structure", {}))
+    full_size = reference.observation_space.shape[0]
+    reference.close()
+    structure.pop("skipped_qpos", None)  # not part of the observation
+    unknown = sorted(key for key in options if _INCLUDE_OPTION.fullmatch(key)[1] not in structure)
+    if unknown or sum(structure.values()) != full_size:
+        raise TypeError(f"the observation parts of {env_id} are not known for {unknown or sorted(options)}")
+    keep, start = [], 0
+    for part, size in structure.items():  # in observation order
+        if options.get(f"include_{part}_in_observation", True):
+            keep.extend(range(start, start + size))
+        start += size
+    return own, np.asarray(keep)
 
 
 def envpool_unavailable_reason(env_id: str, kwargs: dict[str, Any]) -> str | None:
@@ -394,6 +434,7 @@ def envpool_unavailable_reason(env_id: str, kwargs: dict[str, Any]) -> str | Non
     if env_id not in envpool.list_all_envs():
         return f"envpool has no '{env_id}' (it provides the MuJoCo v5 tasks, e.g. HalfCheetah-v5)"
     try:
+        kwargs, _ = envpool_observation_cut(env_id, kwargs)
         envpool.make_spec(env_id, **kwargs)
     except TypeError as exc:  # envpool names its options after Gymnasium's, but not all of them
         return f"envpool's {env_id} does not accept env.kwargs {sorted(kwargs)} ({exc})"

@@ -190,3 +190,31 @@ def test_envpool_reset_seeds_like_gymnasium_and_repeats():
     np.testing.assert_array_equal(a, again)
     np.testing.assert_array_equal(a[1], b[0])  # sub-env i is seeded with seed + i
     first.close()
+
+
+# Gymnasium's v5 `include_<part>_in_observation: false` options, which envpool lacks: the adapter cuts
+# the part out itself. The remaining observation starts with (qpos without x/y, qvel), so the state
+# can be rebuilt from it as above, and every later part (cinert, cvel, qfrc_actuator) must then
+# match Gymnasium's at its own offset.
+@pytest.mark.parametrize(
+    ("env_id", "excluded"), [("Ant-v5", ["cfrc_ext"]), ("Humanoid-v5", ["cfrc_ext"]), ("Humanoid-v5", ["cinert", "cfrc_ext"])]
+)
+def test_envpool_leaves_out_observation_parts_like_gymnasium(env_id, excluded):
+    kwargs = {f"include_{part}_in_observation": False for part in excluded}
+    pool = make_vec_env(envpool_cfg(id=env_id, n_envs=1, kwargs=kwargs))
+    reference = gym.make(env_id, **kwargs)
+    assert type(pool).__name__ == "EnvpoolVecEnv"
+    assert pool.info.obs_dim == reference.observation_space.shape[0] < gym.make(env_id).observation_space.shape[0]
+    obs = pool.reset(seed=1)
+    reference.reset(seed=0)
+    model = reference.unwrapped.model
+    reference.unwrapped.set_state(np.concatenate([np.zeros(2), obs[0, : model.nq - 2]]), obs[0, model.nq - 2 : model.nq - 2 + model.nv])
+    rng = np.random.default_rng(0)
+    for t in range(5):
+        action = rng.uniform(-0.4, 0.4, size=(1, pool.info.action_dim)).astype(np.float32)
+        result = pool.step(action)
+        ref_obs, ref_reward, _, _, _ = reference.step(action[0])
+        assert result.obs.shape == (1, pool.info.obs_dim)
+        np.testing.assert_allclose(result.final_obs[0], ref_obs, atol=2e-3, rtol=1e-3, err_msg=f"step {t}")
+    pool.close()
+    reference.close()
