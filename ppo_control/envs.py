@@ -404,7 +404,7 @@ def envpool_observation_cut(env_id: str, kwargs: dict[str, Any]) -> tuple[dict[s
     """
     import envpool
 
-    accepted = set(envpool.make_spec(env_id)._config_keys)
+    accepted = set(envpool.make_spec(env_id).config._fields)  # the spec's config is a namedtuple
     options = {key: value for key, value in kwargs.items() if _INCLUDE_OPTION.fullmatch(key) and key not in accepted}
     if not options:
         return kwargs, None
