@@ -216,5 +216,6 @@ def test_envpool_leaves_out_observation_parts_like_gymnasium(env_id, excluded):
         ref_obs, ref_reward, _, _, _ = reference.step(action[0])
         assert result.obs.shape == (1, pool.info.obs_dim)
         np.testing.assert_allclose(result.final_obs[0], ref_obs, atol=2e-3, rtol=1e-3, err_msg=f"step {t}")
+        assert result.reward[0] == pytest.approx(ref_reward, abs=1e-3)  # the part left out is still in the reward
     pool.close()
     reference.close()

@@ -9,9 +9,9 @@ from ppo_control.config import available_tasks
 from ppo_control.tasks import TaskInfo, list_tasks, task_info
 
 POSITIONS_ONLY = "ppo_control.partial_observation:positions_only"
-# name: (env id, obs dim, action dim, dt) of Gymnasium's MuJoCo v5 envs with default kwargs
+# name: (env id, obs dim, action dim, dt) of Gymnasium's MuJoCo v5 envs with the task file's kwargs
 EXPECTED = {
-    "Ant": ("Ant-v5", 105, 8, 0.05),
+    "Ant": ("Ant-v5", 27, 8, 0.05),  # tasks/Ant.yaml leaves out the contact forces (105 with them)
     "HalfCheetah": ("HalfCheetah-v5", 17, 6, 0.05),
     "Hopper": ("Hopper-v5", 11, 3, 0.008),
     "Humanoid": ("Humanoid-v5", 348, 17, 0.015),
