@@ -409,7 +409,7 @@ def envpool_observation_cut(env_id: str, kwargs: dict[str, Any]) -> tuple[dict[s
     if not options:
         return kwargs, None
     own = {key: value for key, value in kwargs.items() if key not in options}
-    reference = gym.make(env_id, **dict.fromkeys(options, True)).unwrapped  # every part, Gymnasium's layout
+    reference = gym.make(env_id, **own, **dict.fromkeys(options, True)).unwrapped  # every part, Gymnasium's layout
     structure = dict(getattr(reference, "observation_structure", {}))
     full_size = reference.observation_space.shape[0]
     reference.close()

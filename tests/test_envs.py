@@ -219,3 +219,17 @@ def test_envpool_leaves_out_observation_parts_like_gymnasium(env_id, excluded):
         assert result.reward[0] == pytest.approx(ref_reward, abs=1e-3)  # the part left out is still in the reward
     pool.close()
     reference.close()
+
+
+def test_envpool_observation_cut_follows_the_other_kwargs():
+    # Keeping the x/y position moves every later part by two: the cut must be taken from the layout
+    # those kwargs give, not from the default one.
+    kwargs = {"exclude_current_positions_from_observation": False, "include_cfrc_ext_in_observation": False}
+    pool = make_vec_env(envpool_cfg(id="Ant-v5", n_envs=1, kwargs=kwargs))
+    reference = gym.make("Ant-v5", **kwargs)
+    assert type(pool).__name__ == "EnvpoolVecEnv"
+    assert pool.info.obs_dim == reference.observation_space.shape[0] == 29
+    obs = pool.reset(seed=0)
+    assert 0.6 < obs[0, 2] < 0.9  # the torso's height (0.75 +- the reset noise), after x and y
+    pool.close()
+    reference.close()
