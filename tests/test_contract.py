@@ -17,7 +17,7 @@ from ppo_control.contract import controller_contract
             "qpos:rootz",
             "qvel:foot_left_joint",
         ),
-        ("Ant", 0.05, ["hip_4", "ankle_4", "hip_1", "ankle_1", "hip_2", "ankle_2", "hip_3", "ankle_3"], "qpos:root:z", "cfrc_ext:body13:5"),
+        ("Ant", 0.05, ["hip_4", "ankle_4", "hip_1", "ankle_1", "hip_2", "ankle_2", "hip_3", "ankle_3"], "qpos:root:z", "qvel:ankle_4"),
     ],
 )
 def test_contract_names_actuators_and_observation_elements(task, period, actions, first, last):
@@ -28,6 +28,13 @@ def test_contract_names_actuators_and_observation_elements(task, period, actions
     names = group["element_names"]
     assert len(names) == group["size"] and len(set(names)) == len(names)
     assert (names[0], names[-1]) == (first, last)
+
+
+def test_names_cover_the_contact_forces_when_the_observation_has_them():
+    cfg = compose(["task=Ant", "env.kwargs.include_cfrc_ext_in_observation=true"])  # tasks/Ant.yaml leaves them out
+    (group,) = controller_contract(cfg.env)["observation"]["groups"]
+    assert group["size"] == 105 and group["element_names"][27] == "cfrc_ext:torso:0"
+    assert group["element_names"][-1] == "cfrc_ext:body13:5"
 
 
 def test_unproven_layouts_have_no_names_rather_than_guesses():
