@@ -128,7 +128,7 @@ def part_mjx_raw(args) -> dict:
     import jax.numpy as jnp
     import torch
 
-    from ppo_control.mjx_env import MjxVecEnv, engine_env
+    from ppo_control.envs.mjx_backend import MjxVecEnv, engine_env
 
     n, steps = args.n_envs, args.raw_steps
     env = engine_env(args.task.lower())

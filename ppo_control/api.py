@@ -96,12 +96,13 @@ def evaluate(run: str | Path, **arguments: Any) -> dict[str, Any]:
     import torch  # heavy imports after the arguments and paths check out
 
     from ppo_control.checkpoint import atomic_write
-    from ppo_control.evaluation import EVAL_SEED_OFFSET, evaluate_policy, make_eval_envs
+    from ppo_control.envs import capabilities
+    from ppo_control.evaluation import EVAL_SEED_OFFSET, evaluate_episodes, make_eval_envs
     from ppo_control.observations import needs_privileged
     from ppo_control.randomization import Randomization
     from ppo_control.runs import load_run
     from ppo_control.trainer import resolve_device
-    from ppo_control.video import record_run_videos
+    from ppo_control.video import check_can_record, record_run_videos
 
     loaded = load_run(args.run, checkpoint)
     cfg, step = loaded.cfg, int(loaded.state["step"])
@@ -110,12 +111,15 @@ def evaluate(run: str | Path, **arguments: Any) -> dict[str, Any]:
     section = evaluation_randomize_section(cfg, use_run, args.randomize)
     randomization = Randomization.from_config(section)
     # An MJX task simulates on the GPU when there is one (its CPU simulation is slow); others on the host.
-    device = resolve_device("auto") if cfg.env.backend == "mjx" else torch.device("cpu")
+    device = resolve_device("auto") if capabilities(cfg.env.backend).device_resident else torch.device("cpu")
+    if args.video:
+        check_can_record(cfg.env)  # before the episodes are played
     envs = make_eval_envs(cfg.env, args.episodes, randomization, needs_privileged(cfg.policy), str(device))
     try:
-        returns, lengths = evaluate_policy(loaded.policy.to(device), envs, args.episodes, seed, device, deterministic=args.deterministic)
+        evaluation = evaluate_episodes(loaded.policy.to(device), envs, args.episodes, seed, device, deterministic=args.deterministic)
     finally:
         envs.close()
+    returns, lengths = evaluation.returns, evaluation.lengths
     videos = []
     if args.video:
         videos = record_run_videos(loaded.policy, cfg, loaded.name, step, seed, device, randomization, args.video_dir)
@@ -134,6 +138,10 @@ def evaluate(run: str | Path, **arguments: Any) -> dict[str, Any]:
         "return_min": float(returns.min()),
         "return_max": float(returns.max()),
         "length_mean": float(lengths.mean()),
+        # episodes that ended by termination (a fall) before the time limit
+        "fall_rate": float(evaluation.terminated.mean()),
+        # each per-step diagnostic's mean over the episodes' steps: reward/<term>, tracking_error_lin (m/s), tracking_error_ang (rad/s)
+        "diagnostics": evaluation.diagnostics,
         "returns": returns.tolist(),
         "lengths": lengths.tolist(),
         "videos": videos,

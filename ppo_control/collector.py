@@ -31,6 +31,7 @@ class Rollout:
     last_values: torch.Tensor  # V(observation after the last step), per sub-env
     episode_returns: list[float] = field(default_factory=list)  # raw returns of the episodes that ended
     episode_lengths: list[int] = field(default_factory=list)
+    diagnostics: dict[str, float] = field(default_factory=dict)  # each per-step diagnostic's mean over the rollout
 
 
 class NonFiniteEnvOutput(NonFiniteError):
@@ -91,6 +92,7 @@ class RolloutCollector:
         storage, policy, device = self.storage, self.policy, self.device
         storage.truncation_values.zero_()
         rollout = Rollout(storage, last_values=torch.empty(0))
+        sums: dict[str, float] = {}
         with torch.inference_mode():
             for t in range(storage.num_steps):
                 obs = torch.from_numpy(self.obs).to(device)
@@ -109,10 +111,13 @@ class RolloutCollector:
                     self._store_truncation_values(t, result)
                 rollout.episode_returns.extend(result.episode_returns.tolist())
                 rollout.episode_lengths.extend(result.episode_lengths.tolist())
+                for key, values in result.diagnostics.items():
+                    sums[key] = sums.get(key, 0.0) + float(values.sum())
                 done = result.terminated | result.truncated
                 self.history.step(result.obs, done)
                 self.state = policy.continue_state(self.state, done)
             rollout.last_values = policy.value(policy.normalize(torch.from_numpy(self.obs).to(device)))
+        rollout.diagnostics = {key: total / (storage.num_steps * self.envs.num_envs) for key, total in sums.items()}
         return rollout
 
     def _store_truncation_values(self, t: int, result: StepResult) -> None:

@@ -19,7 +19,7 @@ from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ppo_control.errors import UserError
-from ppo_control.resources import BACKENDS_DIR, CONFIG_DIR, PRESETS_DIR, TASKS_DIR
+from ppo_control.resources import BACKENDS_DIR, CONFIG_DIR, PRESETS_DIR, REGIMES_DIR, TASKS_DIR
 
 DEFAULT_PRESET = "fast"  # the task files' own (wall-clock tuned) settings: no preset file applied
 
@@ -261,6 +261,10 @@ def compose(overrides: Overrides) -> DictConfig:
     task_file = _task_file(str(task))
     task_cfg = _load(lambda: OmegaConf.load(task_file), str(task_file))
     mjx_section = task_cfg.pop(MJX_SECTION, None)
+    regime = task_cfg.pop(REGIME_KEY, None)
+    if regime is not None:  # the shared settings of a family of tasks, under the task file's own
+        regime_file = _regime_file(str(regime), task_file)
+        cfg = _merge(cfg, _load(lambda: OmegaConf.load(regime_file), str(regime_file)), str(regime_file))
     cfg = _merge(cfg, task_cfg, str(task_file))
     if str(OmegaConf.select(cli, "env.backend", default=cfg.env.backend)) == "mjx":
         cfg = _mjx_regime(cfg, mjx_section, str(task), task_file)
@@ -275,6 +279,15 @@ def compose(overrides: Overrides) -> DictConfig:
 
 
 MJX_SECTION = "mjx"  # a task file's settings for env.backend=mjx, applied over configs/backends/mjx.yaml
+REGIME_KEY = "regime"  # a task file's `regime: <name>`: configs/regimes/<name>.yaml applies before the task file
+
+
+def _regime_file(name: str, task_file: Path) -> Path:
+    path = REGIMES_DIR / f"{name}.yaml"
+    if not path.is_file():
+        valid = ", ".join(sorted(p.stem for p in REGIMES_DIR.glob("*.yaml")))
+        raise ConfigError(f"{task_file.name}: regime '{name}' does not exist; valid regimes: {valid}")
+    return path
 
 
 def mjx_tasks() -> list[str]:

@@ -16,7 +16,7 @@ import torch
 
 from ppo_control.checkpoint import to_numpy, to_tensors
 from ppo_control.collector import NonFiniteEnvOutput, Rollout
-from ppo_control.mjx_env import MjxVecEnv
+from ppo_control.envs.mjx_backend import MjxVecEnv
 from ppo_control.normalization import DeviceRewardScaler
 from ppo_control.policy import ActorCritic
 from ppo_control.storage import RolloutStorage

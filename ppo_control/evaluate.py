@@ -31,6 +31,19 @@ def main(argv: list[str]) -> None:
         f"(min {result['return_min']:.1f}, max {result['return_max']:.1f})"
     )
     print(f"length      {result['length_mean']:.1f}")
+    print(f"falls       {result['fall_rate']:.0%} of the episodes ended by termination before the time limit")
+    diagnostics = result["diagnostics"]
+    if "tracking_error_lin" in diagnostics:
+        print(
+            f"tracking    {diagnostics['tracking_error_lin']:.3f} m/s (planar velocity), "
+            f"{diagnostics['tracking_error_ang']:.3f} rad/s (yaw rate)"
+        )
+    terms = {key[len("reward/") :]: value for key, value in diagnostics.items() if key.startswith("reward/")}
+    if terms:
+        width = max(len(name) for name in terms)
+        print("reward terms (mean per step)")
+        for name, value in terms.items():
+            print(f"  {name:<{width}}  {value:+.4f}")
     for path in result["videos"]:
         print(f"video       {path}")
     print(f"written     {result['run']}/{EVAL_FILE}")

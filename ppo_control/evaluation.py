@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import torch
 
-from ppo_control.envs import VecEnv, make_vec_env
+from ppo_control.envs import VecEnv, make_vec_env, reference_backend
 from ppo_control.history import ObservationHistory
 from ppo_control.policy import ActorCritic
 from ppo_control.randomization import Randomization
@@ -24,13 +26,38 @@ def make_eval_envs(
     env_cfg, episodes: int, randomization: Randomization | None = None, privileged: bool = False, device: str = "cpu"
 ) -> VecEnv:
     """The evaluation env layout, shared by training-time and `evaluate` runs so their numbers agree.
-    Gymnasium, whether envpool or Gymnasium trained the policy: the reference implementation of the
-    task. An MJX task is evaluated on its own MJX env, simulated on `device` (it has no Gymnasium
-    twin with the same observations). `privileged`: the observation carries the privileged group,
+    The task's reference backend, whichever backend trained the policy: Gymnasium for Gymnasium's
+    tasks, envpool for Playground's robots (they exist only there), an MJX task on its own MJX env,
+    simulated on `device` (it has no Gymnasium twin with the same observations). `privileged`: the observation carries the privileged group,
     as in training (the actor ignores it)."""
     n = min(episodes, MAX_EVAL_ENVS)
-    backend = "mjx" if env_cfg.backend == "mjx" else "gymnasium"
-    return make_vec_env(env_cfg, num_envs=n, backend=backend, randomization=randomization, privileged=privileged, device=device)
+    return make_vec_env(
+        env_cfg, num_envs=n, backend=reference_backend(env_cfg), randomization=randomization, privileged=privileged, device=device
+    )
+
+
+@dataclass
+class Evaluation:
+    """The episodes of one evaluation: raw returns, lengths, whether each ended by termination
+    (a fall) rather than the time limit, and the mean of each per-step diagnostic the env reports
+    (reward terms, tracking error) over every step of those episodes."""
+
+    returns: np.ndarray
+    lengths: np.ndarray
+    terminated: np.ndarray
+    diagnostics: dict[str, float] = field(default_factory=dict)
+
+    def summary(self, prefix: str = "eval_") -> dict[str, float]:
+        """The figures a metrics row or eval.json keeps: return (mean, std), length, fall rate and
+        the diagnostics."""
+        out = {
+            f"{prefix}return": float(self.returns.mean()),
+            f"{prefix}return_std": float(self.returns.std()),
+            f"{prefix}length": float(self.lengths.mean()),
+            f"{prefix}fall_rate": float(self.terminated.mean()),
+        }
+        out.update({f"{prefix}{key}": value for key, value in self.diagnostics.items()})
+        return out
 
 
 def evaluate_policy(
@@ -41,18 +68,35 @@ def evaluate_policy(
     device: torch.device | str = "cpu",
     deterministic: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Run exactly `episodes` episodes and return their (returns, lengths).
+    """`evaluate_episodes`' (returns, lengths)."""
+    evaluation = evaluate_episodes(policy, envs, episodes, seed, device, deterministic)
+    return evaluation.returns, evaluation.lengths
+
+
+def evaluate_episodes(
+    policy: ActorCritic,
+    envs: VecEnv,
+    episodes: int,
+    seed: int,
+    device: torch.device | str = "cpu",
+    deterministic: bool = True,
+) -> Evaluation:
+    """Run exactly `episodes` episodes of the policy.
 
     Deterministic: the mean action. Otherwise actions are sampled from the policy with a generator
     seeded from `seed`, so stochastic evaluations are reproducible too.
 
     Episodes are assigned to sub-envs up front (env i runs its own quota) rather than taking the
-    first `episodes` to finish, which would bias the estimate toward short episodes.
+    first `episodes` to finish, which would bias the estimate toward short episodes. Steps of a
+    sub-env past its quota count in nothing.
     """
     n = envs.num_envs
     quota = np.array([episodes // n + (i < episodes % n) for i in range(n)])
     returns: list[float] = []
     lengths: list[int] = []
+    terminated: list[bool] = []
+    sums: dict[str, float] = {}
+    counted_steps = 0
     finished = np.zeros(n, dtype=np.int64)
     generator = torch.Generator(device=device).manual_seed(seed)
     history = ObservationHistory(policy.history)
@@ -67,13 +111,19 @@ def evaluate_policy(
                 mean, state = policy.action_mean(obs_t, state)
                 action = mean + policy.log_std.exp() * torch.randn(mean.shape, generator=generator, device=device)
             result = envs.step(action.cpu().numpy())
+            counting = finished < quota
+            counted_steps += int(counting.sum())
+            for key, values in result.diagnostics.items():
+                sums[key] = sums.get(key, 0.0) + float(np.asarray(values)[counting].sum())
             done = result.terminated | result.truncated
             ended = np.flatnonzero(done)
             for k, i in enumerate(ended):
                 if finished[i] < quota[i]:
                     returns.append(float(result.episode_returns[k]))
                     lengths.append(int(result.episode_lengths[k]))
+                    terminated.append(bool(result.terminated[i]))
                 finished[i] += 1
             obs = history.step(result.obs, done)
             state = policy.continue_state(state, done)
-    return np.asarray(returns), np.asarray(lengths)
+    diagnostics = {key: total / max(counted_steps, 1) for key, total in sums.items()}
+    return Evaluation(np.asarray(returns), np.asarray(lengths), np.asarray(terminated, dtype=bool), diagnostics)

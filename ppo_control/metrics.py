@@ -13,6 +13,9 @@ event files written directly in the run directory, so `tensorboard --logdir runs
     ppo/     approx_kl, clip_fraction, explained_variance, grad_norm, learning_rate, ent_coef,
              gamma, gae_lambda, epochs_run, kl_early_stop (0/1)
     perf/    sps, steps_this_update, update
+    reward/  <term>                                          (row keys reward/<term>: each reward term the env reports, rollout mean)
+    tracking/ error_lin, error_ang                           (joystick tasks: commanded vs measured base velocity, rollout mean)
+    eval/    fall_rate, tracking_error_lin, tracking_error_ang, reward/<term>   (the same at evaluation)
     other/   <key>                                           (any key not listed above)
 
 Not written: `step` (it is the x axis), `time` (every event carries its own wall time; a float32
@@ -87,12 +90,20 @@ TENSORBOARD_TAGS = {
     "sps": "perf/sps",
     "steps_this_update": "perf/steps_this_update",
     "update": "perf/update",
+    "tracking_error_lin": "tracking/error_lin",
+    "tracking_error_ang": "tracking/error_ang",
 }
 TENSORBOARD_SKIPPED = ("step", "time")
 
 
 def tensorboard_tag(key: str) -> str:
-    return TENSORBOARD_TAGS.get(key, f"other/{key}")
+    if key in TENSORBOARD_TAGS:
+        return TENSORBOARD_TAGS[key]
+    if key.startswith("reward/"):  # already a tag
+        return key
+    if key.startswith("eval_"):
+        return f"eval/{key[len('eval_') :]}"
+    return f"other/{key}"
 
 
 def tensorboard_scalars(row: dict[str, Any]) -> dict[str, float]:
@@ -232,6 +243,7 @@ class MetricsLogger:
             f"{row.get('sps') or 0:>7,.0f} sps",
             f"return {ret:9.1f}" if ret is not None else "return       n/a",
             f"kl {row['approx_kl']:.4f}" if row.get("approx_kl") is not None else "",
+            f"track {row['tracking_error_lin']:.2f} m/s {row['tracking_error_ang']:.2f} rad/s" if "tracking_error_lin" in row else "",
             f"eval {row['eval_return']:.1f}" if row.get("eval_return") is not None else "",
             f"eta {format_duration(eta)}",
         ]

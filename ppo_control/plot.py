@@ -460,19 +460,32 @@ def plot_learning_curves(runs: list[Run], x: str, out: str | Path, references: O
 
 
 def plot_diagnostics(run: Run, x: str, out: str | Path) -> Path:
-    """The PPO health signals of one run, one small panel each."""
+    """The PPO health signals of one run, one small panel each; where the env reports them, also
+    its reward terms (`reward/<term>`, one line each) and the velocity tracking error."""
     from matplotlib.figure import Figure
 
     out = _check_out(out)
-    fig = Figure(figsize=(13, 6.5), layout="constrained")
-    axes = fig.subplots(2, 3).ravel()
+    keys = {key for row in run.rows for key in row}
+    terms = sorted(key for key in keys if key.startswith("reward/"))
+    tracking = [key for key in ("tracking_error_lin", "tracking_error_ang") if key in keys]
+    panels: list[tuple[str, list[str]]] = [(key, [key]) for key in DIAGNOSTICS]
+    panels += [("reward terms (rollout mean per step)", terms)] * bool(terms)
+    panels += [("tracking error (m/s, rad/s)", tracking)] * bool(tracking)
+    rows = math.ceil(len(panels) / 3)
+    fig = Figure(figsize=(13, 3.25 * rows), layout="constrained")
+    axes = fig.subplots(rows, 3).ravel()
     scale, xlabel = _x_scale([run], x)
-    for ax, key in zip(axes, DIAGNOSTICS):
-        xs, ys = run.series(key, x)
-        ax.plot(xs / scale, ys, color="C0")
-        ax.set_title(key)
+    for ax, (title, series) in zip(axes, panels):
+        for k, key in enumerate(series):
+            xs, ys = run.series(key, x)
+            ax.plot(xs / scale, ys, color=f"C{k % 10}", label=key.removeprefix("reward/") if len(series) > 1 else None)
+        if len(series) > 1:
+            ax.legend(fontsize="x-small", ncol=2)
+        ax.set_title(title)
         ax.set_xlabel(xlabel, fontsize="small")
         ax.grid(alpha=0.3)
+    for ax in axes[len(panels) :]:
+        ax.set_visible(False)
     fig.suptitle(f"{run.task}, seed {run.seed}: {run.path}")
     return _save(fig, out)
 

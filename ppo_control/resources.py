@@ -21,5 +21,6 @@ def _root() -> Path:
 DATA_ROOT = _root()
 CONFIG_DIR = DATA_ROOT / "configs"
 PRESETS_DIR = CONFIG_DIR / "presets"
+REGIMES_DIR = CONFIG_DIR / "regimes"  # settings shared by a family of tasks (regimes/robot.yaml)
 BACKENDS_DIR = CONFIG_DIR / "backends"  # settings of a backend's regime (backends/mjx.yaml)
 TASKS_DIR = DATA_ROOT / "tasks"

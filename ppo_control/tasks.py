@@ -1,16 +1,15 @@
 """python -m ppo_control.tasks
 
 Lists the shipped tasks, one row per file in tasks/: the task name (what `task=` takes), its
-environment id, the observation and action sizes, and the control period dt (simulated seconds per
-env step, i.e. per policy action). Each env is built from the composed task config exactly as
+environment id, the backend that describes it (its reference), its observation groups with their
+sizes (`policy`, and `privileged` where the env provides it), the action size, and the control
+period dt (simulated seconds per env step, i.e. per policy action). Each env is built from the composed task config exactly as
 training builds it (env.kwargs included) and closed again. Takes no arguments.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Any
 
 from ppo_control.config import available_tasks, compose
 from ppo_control.errors import UserError, run_cli
@@ -20,30 +19,30 @@ from ppo_control.resources import TASKS_DIR
 @dataclass(frozen=True)
 class TaskInfo:
     name: str  # the task's name, as in `task=<name>`
-    env_id: str  # Gymnasium id (HalfCheetah-v5) or `package.module:EnvClass`
-    obs_dim: int
+    env_id: str  # Gymnasium id (HalfCheetah-v5), envpool's Playground id, or `package.module:EnvClass`
+    backend: str  # the backend the task is described by (its reference: gymnasium, envpool, mjx)
+    groups: tuple[tuple[str, int], ...]  # the observation groups the env provides, (name, size) in layout order
     action_dim: int
-    dt: float | None  # seconds per env step (MuJoCo: frame_skip * timestep); None where the env has no `dt`
+    dt: float | None  # seconds per env step (per policy action); None where the env has no `dt`
+
+    @property
+    def obs_dim(self) -> int:
+        return sum(size for _, size in self.groups)
 
 
 def task_info(name: str) -> TaskInfo:
     """Describe one task: a name from tasks/ or a path to a task .yaml (a UserError if it is invalid)."""
-    from omegaconf import OmegaConf
-
-    from ppo_control.envs import check_env_id, make_env_factory  # heavy imports (gymnasium, mujoco)
+    from ppo_control.envs import describe_task, make_vec_env, reference_backend  # heavy imports (gymnasium, mujoco)
 
     cfg = compose([f"task={name}"])
-    env_id = str(cfg.env.id)
-    check_env_id(env_id)
-    kwargs = OmegaConf.to_container(cfg.env.kwargs) if cfg.env.kwargs else {}
-    env = make_env_factory(env_id, kwargs, cfg.env.max_episode_steps)()
+    backend = reference_backend(cfg.env)
+    envs = make_vec_env(cfg.env, num_envs=1, backend=backend)
     try:
-        obs_dim = _flat_size(env.observation_space, "observation", cfg.task)
-        action_dim = _flat_size(env.action_space, "action", cfg.task)
-        dt = getattr(env.unwrapped, "dt", None)
+        info = envs.info
     finally:
-        env.close()
-    return TaskInfo(name=str(cfg.task), env_id=env_id, obs_dim=obs_dim, action_dim=action_dim, dt=None if dt is None else float(dt))
+        envs.close()
+    dt = describe_task(cfg.env).control_period_s
+    return TaskInfo(str(cfg.task), str(cfg.env.id), backend, tuple(info.groups), info.action_dim, dt)
 
 
 def list_tasks() -> list[TaskInfo]:
@@ -54,18 +53,13 @@ def list_tasks() -> list[TaskInfo]:
     return [task_info(name) for name in names]
 
 
-def _flat_size(space: Any, what: str, task: str) -> int:
-    shape = getattr(space, "shape", None)
-    if shape is None:
-        raise UserError(f"task '{task}': its {what} space {space} has no shape (only Box spaces are supported)")
-    return math.prod(shape)
-
-
 def format_table(infos: list[TaskInfo]) -> str:
-    rows = [("task", "env id", "obs", "act", "dt (s)")]
-    rows += [(i.name, i.env_id, str(i.obs_dim), str(i.action_dim), "-" if i.dt is None else f"{i.dt:g}") for i in infos]
+    rows = [("task", "env id", "backend", "observation groups", "act", "dt (s)")]
+    for i in infos:
+        groups = ", ".join(f"{group} {size}" for group, size in i.groups)
+        rows.append((i.name, i.env_id, i.backend, groups, str(i.action_dim), "-" if i.dt is None else f"{i.dt:g}"))
     widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
-    right = (False, False, True, True, True)
+    right = (False, False, False, False, True, True)
     lines = ["  ".join(cell.rjust(w) if r else cell.ljust(w) for cell, w, r in zip(row, widths, right)).rstrip() for row in rows]
     return "\n".join(lines)
 

@@ -22,9 +22,9 @@ from ppo_control import run_state
 from ppo_control.collector import NonFiniteEnvOutput, Rollout, RolloutCollector
 from ppo_control.device_collector import DeviceRolloutCollector
 from ppo_control.distributed import init_distributed
-from ppo_control.envs import make_vec_env, usable_cores
+from ppo_control.envs import check_run, make_vec_env, usable_cores
 from ppo_control.errors import NonFiniteError, UserError
-from ppo_control.evaluation import EVAL_SEED_OFFSET, eval_randomization, evaluate_policy, make_eval_envs
+from ppo_control.evaluation import EVAL_SEED_OFFSET, eval_randomization, evaluate_episodes, make_eval_envs
 from ppo_control.metrics import MetricsLogger, NullLogger
 from ppo_control.observations import needs_privileged
 from ppo_control.ppo import PPOLearner, explained_variance, prepare_batch
@@ -129,6 +129,7 @@ class Trainer:
         if self.dist.enabled and self.device.type == "cuda":
             self.device = torch.device("cuda", self.dist.local_rank)  # one GPU per local rank
         self.dist.check_same_config(cfg)
+        check_run(cfg)  # before anything is claimed or built
         if resume_state is None:
             self.dist.on_main_then_share(lambda: claim_run_dir(cfg))
             cfg.run_dir = self.dist.broadcast_object(cfg.run_dir)  # rank 0's timestamp names the run
@@ -159,7 +160,7 @@ class Trainer:
             torch.manual_seed(cfg.seed + RANK_SEED_STRIDE * self.dist.rank)  # each rank samples its own actions
         self.learner = PPOLearner(self.policy, cfg.ppo, cfg.total_steps, self.generator, self.dist)
         # Envs that simulate on the training device get the collector that keeps the rollout there.
-        collector_type = DeviceRolloutCollector if cfg.env.backend == "mjx" else RolloutCollector
+        collector_type = DeviceRolloutCollector if self.envs.capabilities.device_resident else RolloutCollector
         self.collector = collector_type(
             self.envs,
             self.policy,
@@ -273,7 +274,9 @@ class Trainer:
         self.progress.step += steps
         self.progress.update += 1
         log_std = float(self.policy.log_std.detach().mean())
-        return metrics_row(self.progress, stats, log_std, steps, time.perf_counter() - started)
+        row = metrics_row(self.progress, stats, log_std, steps, time.perf_counter() - started)
+        row.update(self.dist.mean_stats(rollout.diagnostics))  # reward terms, tracking error: every rank's mean
+        return row
 
     def _collect(self) -> Rollout:
         try:
@@ -329,12 +332,7 @@ class Trainer:
                 cfg.env, cfg.eval.episodes, self.eval_randomization, needs_privileged(cfg.policy), str(self.device)
             )
         seed = cfg.seed + EVAL_SEED_OFFSET
-        returns, lengths = evaluate_policy(self.policy, self.eval_envs, cfg.eval.episodes, seed, self.device)
-        result: dict[str, Any] = {
-            "eval_return": float(returns.mean()),
-            "eval_return_std": float(returns.std()),
-            "eval_length": float(lengths.mean()),
-        }
+        result: dict[str, Any] = evaluate_episodes(self.policy, self.eval_envs, cfg.eval.episodes, seed, self.device).summary()
         if cfg.eval.video:
             result["videos"] = record_run_videos(
                 self.policy, cfg, self.run.name, self.progress.step, seed, self.device, self.eval_randomization

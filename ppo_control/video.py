@@ -33,7 +33,8 @@ from omegaconf import OmegaConf
 from PIL import Image, ImageDraw, ImageFont
 
 from ppo_control.checkpoint import atomic_write
-from ppo_control.envs import make_env_factory, make_vec_env
+from ppo_control.envs import capabilities, make_env_factory, make_vec_env, reference_backend
+from ppo_control.envs.registry import RENDER_REFUSAL
 from ppo_control.errors import UserError
 from ppo_control.history import ObservationHistory
 from ppo_control.observations import needs_privileged
@@ -466,6 +467,12 @@ def record_mjx_videos(
     return paths
 
 
+def check_can_record(env_cfg) -> None:
+    """One line when the task's reference backend cannot draw it."""
+    if not capabilities(reference_backend(env_cfg)).renders:
+        raise UserError(f"video=true: {RENDER_REFUSAL.format(env_id=env_cfg.id)}")
+
+
 def record_videos(
     policy: ActorCritic,
     env_cfg,
@@ -488,11 +495,12 @@ def record_videos(
     step and running return in a corner of each frame. An MJX run's env (env_cfg.backend=mjx) is
     simulated on `device` too.
     """
+    check_can_record(env_cfg)
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create video directory '{directory}': {exc.strerror}") from None
-    if env_cfg.get("backend") == "mjx":
+    if capabilities(reference_backend(env_cfg)).device_resident:
         return record_mjx_videos(
             policy, env_cfg, directory, step, episodes, seed, width, height, fps, device, overlay, randomization, privileged
         )

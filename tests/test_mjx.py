@@ -15,7 +15,7 @@ LIMIT = 12  # a short time limit: truncations happen within a few dozen steps, b
 @pytest.fixture(scope="module")
 def hopper():
     pytest.importorskip("brax", reason="the mjx extra is installed by .ci/run; pip install -e '.[mjx]'")
-    from ppo_control.mjx_env import MjxVecEnv
+    from ppo_control.envs.mjx_backend import MjxVecEnv
 
     return MjxVecEnv("hopper", 4, max_episode_steps=LIMIT)
 
@@ -60,7 +60,7 @@ def test_envs_of_one_shape_share_compiled_functions_but_not_episodes(hopper, mon
     reuses the first one's jitted functions instead of tracing MJX again, an env of another batch
     or limit reuses the engine env, and each keeps its own episodes: stepping one leaves the other
     where it was."""
-    from ppo_control.mjx_env import MjxVecEnv
+    from ppo_control.envs.mjx_backend import MjxVecEnv
 
     twin = MjxVecEnv("hopper", 4, max_episode_steps=LIMIT)
     assert twin._step_fn is hopper._step_fn and twin._reset_fn is hopper._reset_fn
@@ -72,7 +72,8 @@ def test_envs_of_one_shape_share_compiled_functions_but_not_episodes(hopper, mon
     # So does the export's controller contract: it must not build another one.
     from omegaconf import OmegaConf
 
-    from ppo_control import contract, mjx_env
+    from ppo_control import contract
+    from ppo_control.envs import mjx_backend as mjx_env
 
     def no_new_engine_env(*args, **kwargs):
         raise AssertionError("built a second engine env for a task already built")
@@ -94,7 +95,7 @@ def test_envs_of_one_shape_share_compiled_functions_but_not_episodes(hopper, mon
 
 @pytest.mark.slow
 def test_observations_reach_torch_without_a_copy_and_the_state_round_trips(hopper):
-    from ppo_control.mjx_env import to_torch
+    from ppo_control.envs.mjx_backend import to_torch
 
     hopper.reset_device(1)
     array = hopper._carry[0].obs
@@ -162,7 +163,7 @@ class NaNAfter:
         return torch.zeros(4, 3)
 
     def step_device(self, actions):
-        from ppo_control.mjx_env import DeviceStep
+        from ppo_control.envs.mjx_backend import DeviceStep
 
         self.steps += 1
         obs = torch.zeros(4, 3)
@@ -274,8 +275,8 @@ def test_an_unknown_engine_task_lists_the_ones_it_provides(tmp_path):
 
 
 def test_without_the_extra_the_backend_names_the_install_command(monkeypatch):
+    from ppo_control.envs.mjx_backend import import_engine
     from ppo_control.errors import UserError
-    from ppo_control.mjx_env import import_engine
 
     monkeypatch.setitem(sys.modules, "brax", None)  # as if not installed
     with pytest.raises(UserError, match=r"pip install -e '\.\[mjx\]'"):

@@ -26,31 +26,48 @@ EXPECTED = {
     "HopperPositionsOnly": (POSITIONS_ONLY, 5, 3, 0.008),
     "Walker2dPositionsOnly": (POSITIONS_ONLY, 8, 6, 0.008),
 }
+# MuJoCo Playground's robots on envpool: (env id, (policy, privileged) sizes, action dim, dt)
+ROBOTS = {
+    "Go1JoystickFlatTerrain": ("Go1JoystickFlatTerrain-v1", (48, 123), 12, 0.02),
+    "Go1JoystickRoughTerrain": ("Go1JoystickRoughTerrain-v1", (48, 123), 12, 0.02),
+    "Go1Getup": ("Go1Getup-v1", (42, 91), 12, 0.02),
+    "SpotFlatTerrainJoystick": ("SpotFlatTerrainJoystick-v1", (81, 167), 12, 0.02),
+    "G1JoystickFlatTerrain": ("G1JoystickFlatTerrain-v1", (103, 216), 29, 0.02),
+    "T1JoystickFlatTerrain": ("T1JoystickFlatTerrain-v1", (85, 180), 23, 0.02),
+    "BerkeleyHumanoidJoystickFlatTerrain": ("BerkeleyHumanoidJoystickFlatTerrain-v1", (52, 114), 12, 0.02),
+    "LeapCubeRotateZAxis": ("LeapCubeRotateZAxis-v1", (32, 105), 16, 0.05),
+    "PandaPickCube": ("PandaPickCube-v1", (66,), 8, 0.02),  # one Box observation: no privileged group
+}
 
 
 def test_list_tasks_describes_every_task_file():
     infos = list_tasks()
     assert all(isinstance(i, TaskInfo) for i in infos)
     assert [i.name for i in infos] == available_tasks() == sorted(p.stem for p in (ROOT / "tasks").glob("*.yaml"))
-    assert len(infos) == 13
-    got = {i.name: (i.env_id, i.obs_dim, i.action_dim, i.dt) for i in infos}
-    assert got.keys() == EXPECTED.keys()
+    got = {i.name: i for i in infos}
+    assert got.keys() == EXPECTED.keys() | ROBOTS.keys()
     for name, (env_id, obs_dim, action_dim, dt) in EXPECTED.items():
-        assert got[name][:3] == (env_id, obs_dim, action_dim), name
-        assert got[name][3] == pytest.approx(dt), name
+        info = got[name]
+        assert (info.env_id, info.backend, info.groups, info.action_dim) == (env_id, "gymnasium", (("policy", obs_dim),), action_dim), name
+        assert info.dt == pytest.approx(dt), name
+    for name, (env_id, sizes, action_dim, dt) in ROBOTS.items():
+        info = got[name]
+        groups = tuple(zip(("policy", "privileged"), sizes))
+        assert (info.env_id, info.backend, info.groups, info.action_dim) == (env_id, "envpool", groups, action_dim), name
+        assert info.dt == pytest.approx(dt), name
 
 
 def test_tasks_command_prints_one_row_per_task(tmp_path):
     result = run_module("ppo_control.tasks", cwd=tmp_path)  # any working directory
     assert result.returncode == 0, result.stderr
     header, *rows = result.stdout.splitlines()
-    assert header.split()[:4] == ["task", "env", "id", "obs"]
+    assert header.split() == ["task", "env", "id", "backend", "observation", "groups", "act", "dt", "(s)"]
     table = {cells[0]: cells[1:] for cells in (row.split() for row in rows)}
     assert list(table) == available_tasks()
-    assert table["HalfCheetah"] == ["HalfCheetah-v5", "17", "6", "0.05"]
-    assert table["Hopper"] == ["Hopper-v5", "11", "3", "0.008"]
+    assert table["HalfCheetah"] == ["HalfCheetah-v5", "gymnasium", "policy", "17", "6", "0.05"]
+    assert table["Go1JoystickFlatTerrain"] == ["Go1JoystickFlatTerrain-v1", "envpool", "policy", "48,", "privileged", "123", "12", "0.02"]
     for name, (env_id, obs_dim, action_dim, _) in EXPECTED.items():
-        assert table[name][:3] == [env_id, str(obs_dim), str(action_dim)]
+        assert table[name][:5] == [env_id, "gymnasium", "policy", str(obs_dim), str(action_dim)]
 
 
 @pytest.mark.parametrize("args", [["Hopper"], ["task=Hopper"], ["--help"]])

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ppo_control.envs import EnvInfo, StepResult
+from ppo_control.envs.base import Capabilities, EnvInfo, StepResult
 from ppo_control.errors import UserError
 
 # JAX would otherwise take most of the GPU's memory at start-up, leaving torch none.
@@ -217,6 +217,8 @@ class MjxVecEnv:
     reproducible from its seed and its state (`get_state`) resumes it exactly.
     """
 
+    capabilities = Capabilities(device_resident=True, saves_state=True, renders=True)  # drawn on the host from its physics states
+
     def __init__(self, name: str, num_envs: int, max_episode_steps: int | None = None, device: torch.device | str = "cpu", **kwargs):
         self._jax, _ = import_engine()
         self.device = torch.device(device)
@@ -301,3 +303,17 @@ class MjxVecEnv:
         episode ended at that step, its last state (the carry holds the next episode's first)."""
         qpos, qvel = self._stepped_states
         return np.asarray(qpos), np.asarray(qvel)
+
+
+def describe(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The engine env's control period, actuator names and observation size; its observation
+    layout is the engine's own, so no element names."""
+    from ppo_control.envs.mujoco_names import action_names
+
+    env, obs_size = shared_engine_env(name, kwargs)
+    return {
+        "control_period_s": float(env.dt),
+        "action_names": action_names(env.sys.mj_model),
+        "group_sizes": {"policy": obs_size},
+        "element_names": {"policy": None},
+    }

@@ -1,0 +1,120 @@
+"""What every backend shares: the vector-env protocol, its typed step result, what a backend can
+do (`Capabilities`), and the episode bookkeeping. numpy only: no backend library is imported here.
+
+Time limits are kept apart from terminations end to end: a step that ends an episode returns the
+first observation of the next episode *and* the real final observation (`final_obs`), which is
+what a truncated step bootstraps from. No transition spans a reset.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from ppo_control.observations import POLICY, Groups
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do; the rest of the package asks these instead of comparing names.
+
+    `device_resident`: its step returns torch tensors on the training device (it needs the device
+    collector). `saves_state`: its sub-envs' episodes can be saved and restored (exact resume).
+    `randomizes_model`: it can change the MuJoCo model per sub-env (randomize.* physics keys).
+    `privileged_from_model`: it can append the `privileged` group read from MuJoCo's state.
+    `renders`: it can draw frames for videos.
+    """
+
+    device_resident: bool = False
+    saves_state: bool = False
+    randomizes_model: bool = False
+    privileged_from_model: bool = False
+    renders: bool = False
+
+
+@dataclass(frozen=True)
+class EnvInfo:
+    """What the policy and the trainer need to know about a task."""
+
+    obs_dim: int
+    action_dim: int
+    action_low: np.ndarray
+    action_high: np.ndarray
+    max_episode_steps: int | None
+    groups: Groups = ()  # (name, size) of the observation groups, in layout order; () = one group, `policy`
+
+    def __post_init__(self):
+        if not self.groups:
+            object.__setattr__(self, "groups", ((POLICY, self.obs_dim),))
+
+
+@dataclass
+class StepResult:
+    obs: np.ndarray  # float32 [n_envs, obs_dim]; for an env whose episode ended, the new episode's first obs
+    reward: np.ndarray  # float32 [n_envs], raw (unscaled)
+    terminated: np.ndarray  # bool [n_envs]
+    truncated: np.ndarray  # bool [n_envs]
+    final_obs: np.ndarray  # float32 [n_envs, obs_dim]; the pre-reset observation where the episode ended
+    episode_returns: np.ndarray  # raw returns of the episodes that ended this step
+    episode_lengths: np.ndarray  # their lengths
+    # Per-step diagnostics of every sub-env, keyed by name (each float [n_envs]): the reward terms
+    # an env reports (`reward/<term>`) and, on joystick tasks, the velocity tracking error.
+    # Measured on the step's own state (before any reset).
+    diagnostics: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+class VecEnv(Protocol):
+    num_envs: int
+    info: EnvInfo
+    capabilities: Capabilities
+
+    def reset(self, seed: int) -> np.ndarray: ...
+
+    def step(self, actions: np.ndarray) -> StepResult: ...
+
+    def get_state(self) -> dict[str, Any] | None: ...
+
+    def set_state(self, state: dict[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def as_arrays(obs: np.ndarray, reward, terminated, truncated) -> tuple[np.ndarray, ...]:
+    """A vector env's step output in the protocol's dtypes, plus the indices of the ended episodes."""
+    reward = np.asarray(reward, dtype=np.float32)
+    terminated = np.asarray(terminated, dtype=bool)
+    truncated = np.asarray(truncated, dtype=bool)
+    return obs, reward, terminated, truncated, np.flatnonzero(terminated | truncated)
+
+
+class EpisodeTracker:
+    """Raw (unscaled) return and length of every sub-env's current episode."""
+
+    def __init__(self, num_envs: int):
+        self.returns = np.zeros(num_envs, dtype=np.float64)
+        self.lengths = np.zeros(num_envs, dtype=np.int64)
+
+    def clear(self) -> None:
+        self.returns[:] = 0.0
+        self.lengths[:] = 0
+
+    def add(self, reward: np.ndarray, ended: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Count one step; return the (returns, lengths) of the sub-envs in `ended`, and restart them."""
+        self.returns += reward
+        self.lengths += 1
+        if not len(ended):
+            return np.empty(0), np.empty(0)
+        finished = self.returns[ended].copy(), self.lengths[ended].copy()
+        self.returns[ended] = 0.0
+        self.lengths[ended] = 0
+        return finished
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may use: its affinity set, shared evenly between the processes a
+    launcher (torchrun) started on this machine."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))

@@ -1,0 +1,302 @@
+"""The envpool backend: envpool's C++ thread pool (sync mode: every step steps all sub-envs).
+
+Two kinds of task run here:
+- Gymnasium's MuJoCo v5 tasks, envpool's ports with Gymnasium's observations. Their reference is
+  the Gymnasium backend (evaluation and videos run there).
+- MuJoCo Playground's robot tasks (Go1, Spot, G1, T1, Panda, LEAP, ...), which exist only here:
+  envpool's Dict observation becomes the groups `policy` (`state`) and `privileged`
+  (`privileged_state`), and every `reward_<term>` envpool reports in `info` is passed on as a
+  per-step diagnostic, with the velocity tracking error on joystick tasks.
+
+envpool only autoresets NEXT_STEP (the step after an episode ends ignores its action and returns
+the reset observation with reward 0), so the adapter resets the finished sub-envs explicitly
+within the same step. envpool cannot save a sub-env's state, change its model or render it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import re
+from typing import Any
+
+import numpy as np
+
+from ppo_control.envs import playground
+from ppo_control.envs.base import Capabilities, EnvInfo, EpisodeTracker, StepResult, as_arrays
+from ppo_control.errors import UserError
+from ppo_control.observations import POLICY, PRIVILEGED
+
+# envpool's Dict observation keys -> this package's group names.
+GROUP_OF_KEY = {"state": POLICY, "privileged_state": PRIVILEGED}
+# Options of an envpool spec that this package sets itself (or that would break its semantics):
+# not for env.kwargs.
+MANAGED_OPTIONS = frozenset(
+    {
+        "num_envs",
+        "batch_size",
+        "num_threads",
+        "max_num_players",
+        "thread_affinity_offset",
+        "base_path",
+        "seed",
+        "env_seed",
+        "gym_reset_return_info",
+        "max_episode_steps",
+        "task_name",
+        "frame_stack",
+    }
+)
+INSTALL_HINT = "pip install envpool"
+
+
+def import_envpool():
+    try:
+        import envpool
+    except ImportError:
+        raise UserError(f"the envpool backend needs envpool, which is not installed; install it with: {INSTALL_HINT}") from None
+    return envpool
+
+
+def is_robot_task(env_id: str) -> bool:
+    """A MuJoCo Playground task: it exists only on this backend."""
+    return playground.robot_task(env_id) is not None
+
+
+def accepted_options(env_id: str) -> list[str]:
+    """The env.kwargs envpool's `env_id` takes (its spec's config fields, less the managed ones)."""
+    spec = import_envpool().make_spec(env_id)
+    return [name for name in spec.config._fields if name not in MANAGED_OPTIONS]
+
+
+def spec_config(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The resolved options of `env_id` with `kwargs` (envpool's defaults where not given)."""
+    return import_envpool().make_spec(env_id, **kwargs).config._asdict()
+
+
+def check_robot_task(env_id: str, kwargs: dict[str, Any]) -> None:
+    """One line for what would make a robot task fail later: its model's asset package missing, or
+    an option its spec does not have."""
+    task = playground.robot_task(env_id)
+    envpool = import_envpool()
+    if env_id not in envpool.list_all_envs():
+        raise UserError(f"env.id '{env_id}': this envpool ({envpool.__version__}) has no such task; pip install -U envpool")
+    module = task.asset_package.replace("-", "_")
+    if importlib.util.find_spec(module) is None:
+        raise UserError(
+            f"task {task.name} needs its robot model from the package {task.asset_package}; "
+            f"install it with: pip install {task.asset_package}"
+        )
+    valid = accepted_options(env_id)
+    unknown = sorted(key for key in kwargs if key not in valid)
+    if unknown:
+        raise UserError(f"env.kwargs.{unknown[0]}: {env_id} has no such option; valid options: {', '.join(valid)}")
+
+
+class EnvpoolVecEnv:
+    """envpool's vector env, same protocol and semantics as GymnasiumVecEnv. Sub-env i is seeded
+    with seed + i, as with Gymnasium; envpool fixes seeds at construction, so a reset with a new
+    seed rebuilds the pool. A resumed run starts new episodes (no state capture)."""
+
+    capabilities = Capabilities()
+
+    def __init__(self, env_id: str, num_envs: int, num_threads: int, kwargs: dict[str, Any], max_episode_steps: int | None):
+        envpool = import_envpool()
+        kwargs, self._keep = observation_cut(env_id, kwargs)
+        self._make = lambda seed: envpool.make_gymnasium(
+            env_id,
+            num_envs=num_envs,
+            batch_size=num_envs,
+            num_threads=num_threads,
+            seed=seed,
+            **({} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}),
+            **kwargs,
+        )
+        self._seed = 0
+        self.envs = self._make(self._seed)
+        self.num_envs = num_envs
+        self._keys, groups = self._group_layout(self.envs.observation_space)
+        act_space = self.envs.action_space
+        self.info = EnvInfo(
+            obs_dim=sum(size for _, size in groups),
+            action_dim=int(np.prod(act_space.shape)),
+            action_low=act_space.low.astype(np.float32).reshape(-1),
+            action_high=act_space.high.astype(np.float32).reshape(-1),
+            max_episode_steps=int(self.envs.config["max_episode_steps"]),
+            groups=groups,
+        )
+        self._tracking = tracking_indices(env_id, groups)
+        self._episodes = EpisodeTracker(num_envs)
+
+    def _group_layout(self, space) -> tuple[list[str] | None, tuple[tuple[str, int], ...]]:
+        """(envpool's observation keys in group order, or None for a Box; the groups)."""
+        spaces = getattr(space, "spaces", None)
+        if spaces is None:
+            size = len(self._keep) if self._keep is not None else int(np.prod(space.shape))
+            return None, ((POLICY, size),)
+        keys = [key for key in GROUP_OF_KEY if key in spaces]
+        if "state" not in keys or len(keys) != len(spaces):
+            raise UserError(f"envpool's observation {sorted(spaces)} does not map onto the groups {list(GROUP_OF_KEY.values())}")
+        return keys, tuple((GROUP_OF_KEY[key], int(np.prod(spaces[key].shape))) for key in keys)
+
+    def reset(self, seed: int) -> np.ndarray:
+        """Reset every sub-env; sub-env i is seeded with seed + i."""
+        if seed != self._seed:
+            self.envs.close()
+            self.envs, self._seed = self._make(seed), seed
+        obs, _ = self.envs.reset()
+        self._episodes.clear()
+        return self._as_batch(obs, self.num_envs)
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        clipped = np.clip(actions, self.info.action_low, self.info.action_high).astype(np.float64)
+        obs, reward, terminated, truncated, info = self.envs.step(clipped)
+        obs, reward, terminated, truncated, ended = as_arrays(self._as_batch(obs, self.num_envs), reward, terminated, truncated)
+        diagnostics = self._diagnostics(obs, info)
+        final_obs = obs
+        if len(ended):
+            # Reset now rather than let envpool do it on the next step (which would drop that
+            # step's action and return a zero reward): the next step is a real one.
+            final_obs = obs.copy()
+            reset_obs, reset_info = self.envs.reset(ended.astype(np.int32))
+            obs[reset_info["env_id"]] = self._as_batch(reset_obs, len(ended))
+        episode_returns, episode_lengths = self._episodes.add(reward, ended)
+        return StepResult(obs, reward, terminated, truncated, final_obs, episode_returns, episode_lengths, diagnostics)
+
+    def _diagnostics(self, obs: np.ndarray, info: dict[str, Any]) -> dict[str, np.ndarray]:
+        """The reward terms envpool reports, and the tracking error of a joystick task, per sub-env."""
+        out = {
+            f"reward/{key[len('reward_') :]}": np.asarray(value, dtype=np.float64)
+            for key, value in info.items()
+            if key.startswith("reward_")
+        }
+        if self._tracking is not None:
+            out.update(tracking_errors(obs, self._tracking))
+        return out
+
+    def get_state(self) -> None:
+        return None  # envpool has no state capture
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        raise UserError("the envpool backend cannot restore sub-env states; resume with env.backend=gymnasium")
+
+    def close(self) -> None:
+        self.envs.close()
+
+    def _as_batch(self, obs, n: int) -> np.ndarray:
+        if self._keys is not None:
+            return np.concatenate([np.asarray(obs[key], dtype=np.float32).reshape(n, -1) for key in self._keys], axis=1)
+        batch = np.asarray(obs, dtype=np.float32).reshape(n, -1)
+        return batch if self._keep is None else batch[:, self._keep]
+
+
+@dataclasses.dataclass(frozen=True)
+class TrackingIndices:
+    """Where a joystick task's command and the clean measurements of what it commands sit in the
+    observation vector: linear (x, y) and yaw rate."""
+
+    command_lin: list[int]
+    measured_lin: list[int]
+    command_ang: int
+    measured_ang: int
+
+
+def tracking_indices(env_id: str, groups) -> TrackingIndices | None:
+    """The tracking layout of a joystick task from its element names; None for other tasks."""
+    task = playground.robot_task(env_id)
+    if task is None or not task.tracking:
+        return None
+    offsets, start = {}, 0
+    for name, size in groups:
+        offsets[name] = start
+        start += size
+    if PRIVILEGED not in offsets:
+        return None
+
+    def index(group: str, element: str) -> int:
+        return offsets[group] + task.groups[key_of(group)].index(element)
+
+    def key_of(group: str) -> str:
+        return next(key for key, name in GROUP_OF_KEY.items() if name == group)
+
+    lin = [c for c in task.tracking if c != "command:wz"]
+    return TrackingIndices(
+        command_lin=[index(POLICY, c) for c in lin],
+        measured_lin=[index(PRIVILEGED, task.tracking[c]) for c in lin],
+        command_ang=index(POLICY, "command:wz"),
+        measured_ang=index(PRIVILEGED, task.tracking["command:wz"]),
+    )
+
+
+def tracking_errors(obs: np.ndarray, where: TrackingIndices) -> dict[str, np.ndarray]:
+    """Commanded against measured base velocity, per sub-env: the norm of the planar linear
+    velocity error (m/s) and the absolute yaw-rate error (rad/s)."""
+    lin = np.linalg.norm(obs[:, where.command_lin] - obs[:, where.measured_lin], axis=1)
+    ang = np.abs(obs[:, where.command_ang] - obs[:, where.measured_ang])
+    return {"tracking_error_lin": lin.astype(np.float64), "tracking_error_ang": ang.astype(np.float64)}
+
+
+_INCLUDE_OPTION = re.compile(r"include_(\w+)_in_observation")
+
+
+def observation_cut(env_id: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any], np.ndarray | None]:
+    """Splits env.kwargs into envpool's own options and the observation elements to keep (None: all).
+
+    Gymnasium's v5 tasks can leave parts out of the observation (Humanoid's
+    `include_cfrc_ext_in_observation: false`); envpool always computes every part and has no such
+    options. So the adapter cuts the parts out itself, at the offsets Gymnasium's
+    `observation_structure` gives, and both backends produce the same observation.
+    """
+    accepted = set(import_envpool().make_spec(env_id).config._fields)  # the spec's config is a namedtuple
+    options = {key: value for key, value in kwargs.items() if _INCLUDE_OPTION.fullmatch(key) and key not in accepted}
+    if not options:
+        return kwargs, None
+    import gymnasium as gym
+
+    own = {key: value for key, value in kwargs.items() if key not in options}
+    reference = gym.make(env_id, **own, **dict.fromkeys(options, True)).unwrapped  # every part, Gymnasium's layout
+    structure = dict(getattr(reference, "observation_structure", {}))
+    full_size = reference.observation_space.shape[0]
+    reference.close()
+    structure.pop("skipped_qpos", None)  # not part of the observation
+    unknown = sorted(key for key in options if _INCLUDE_OPTION.fullmatch(key)[1] not in structure)
+    if unknown or sum(structure.values()) != full_size:
+        raise TypeError(f"the observation parts of {env_id} are not known for {unknown or sorted(options)}")
+    keep, start = [], 0
+    for part, size in structure.items():  # in observation order
+        if options.get(f"include_{part}_in_observation", True):
+            keep.extend(range(start, start + size))
+        start += size
+    return own, np.asarray(keep)
+
+
+def unavailable_reason(env_id: str, kwargs: dict[str, Any]) -> str | None:
+    """Why the envpool backend cannot run the Gymnasium task `env_id` (None when it can)."""
+    try:
+        import envpool
+    except ImportError:
+        return f"envpool is not installed ({INSTALL_HINT})"
+    if env_id not in envpool.list_all_envs():
+        return f"envpool has no '{env_id}' (it provides the MuJoCo v5 tasks, e.g. HalfCheetah-v5)"
+    try:
+        kwargs, _ = observation_cut(env_id, kwargs)
+        envpool.make_spec(env_id, **kwargs)
+    except TypeError as exc:  # envpool names its options after Gymnasium's, but not all of them
+        return f"envpool's {env_id} does not accept env.kwargs {sorted(kwargs)} ({exc})"
+    return None
+
+
+def describe(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A robot task's controller facts: control period, joints in action order, every group's
+    element names, and how an action becomes a PD target (default pose, scale, gains)."""
+    task = playground.robot_task(env_id)
+    check_robot_task(env_id, kwargs)
+    robot = playground.controller_fields(task, spec_config(env_id, kwargs))
+    names = {GROUP_OF_KEY.get(key, POLICY): list(elements) for key, elements in task.groups.items()}
+    return {
+        "control_period_s": robot["control_period_s"],
+        "action_names": list(task.joint_names),
+        "group_sizes": {group: len(elements) for group, elements in names.items()},
+        "element_names": names,
+        "robot": robot,
+    }

@@ -1,0 +1,153 @@
+"""The one place a backend's name is branched on: which class steps a task, what it can do, and
+which backend is a task's reference (where evaluation, videos and the controller's contract run).
+
+- gymnasium: Gymnasium's MuJoCo tasks and a user's own env; the reference of those tasks.
+- envpool: the same tasks in C++ (faster, no state capture, no model changes); and MuJoCo
+  Playground's robot tasks, which exist only there and are their own reference.
+- mjx: Brax's MJX envs, simulated on the training device; their own reference.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from ppo_control.envs import envpool_backend, gymnasium_backend
+from ppo_control.envs.base import Capabilities, VecEnv, usable_cores
+from ppo_control.errors import UserError
+from ppo_control.randomization import Randomization
+
+BACKENDS = ("gymnasium", "envpool", "mjx")
+
+
+def capabilities(backend: str) -> Capabilities:
+    """What the backend named `backend` can do (without importing its engine)."""
+    if backend == "gymnasium":
+        return gymnasium_backend.GymnasiumVecEnv.capabilities
+    if backend == "envpool":
+        return envpool_backend.EnvpoolVecEnv.capabilities
+    if backend == "mjx":
+        from ppo_control.envs.mjx_backend import MjxVecEnv
+
+        return MjxVecEnv.capabilities
+    raise UserError(f"env.backend={backend}: unknown backend; valid backends: {', '.join(BACKENDS)}")
+
+
+def reference_backend(env_cfg) -> str:
+    """The backend whose env is the task's reference: evaluation and videos run there. A
+    Gymnasium task trained on envpool is evaluated on Gymnasium; a task that exists on one backend
+    only (MJX, Playground's robots) on its own."""
+    if env_cfg.backend == "envpool" and envpool_backend.is_robot_task(str(env_cfg.id)):
+        return "envpool"
+    return "mjx" if env_cfg.backend == "mjx" else "gymnasium"
+
+
+def home_backend(env_id: str) -> str | None:
+    """The backend a task id belongs to when it exists on one backend only (None: any CPU backend)."""
+    return "envpool" if envpool_backend.is_robot_task(env_id) else None
+
+
+@dataclass(frozen=True)
+class TaskDescription:
+    """What a controller needs to know of a task, from its reference env: seconds per policy
+    step, the actuators in action order, each group's element names where the layout is known
+    (None where not), and for a PD-driven robot its joints, default pose, action scale and gains."""
+
+    control_period_s: float | None
+    action_names: list[str] | None
+    group_sizes: dict[str, int]
+    element_names: dict[str, list[str] | None]
+    robot: dict[str, Any] | None = None
+
+
+def describe_task(env_cfg) -> TaskDescription:
+    """The task of `env_cfg` (the run config's `env` section) as its reference backend knows it."""
+    kwargs = OmegaConf.to_container(env_cfg.kwargs) if env_cfg.kwargs else {}
+    backend = reference_backend(env_cfg)
+    if backend == "mjx":
+        from ppo_control.envs import mjx_backend
+
+        return TaskDescription(**mjx_backend.describe(str(env_cfg.id), kwargs))
+    if backend == "envpool":
+        return TaskDescription(**envpool_backend.describe(str(env_cfg.id), kwargs))
+    return TaskDescription(**gymnasium_backend.describe(str(env_cfg.id), kwargs, env_cfg.max_episode_steps))
+
+
+def check_run(cfg) -> None:
+    """What a run asks of its task that the task's backend cannot do, as one line, before anything
+    is built or written. The Playground robots exist on envpool only, which cannot change their
+    model (randomize.*) or draw them (videos): envpool's own noise options (env.kwargs) stay."""
+    env_id = str(cfg.env.id)
+    if not envpool_backend.is_robot_task(env_id):
+        return
+    if cfg.env.backend != "envpool":
+        raise UserError(f"env.backend={cfg.env.backend}: task {env_id} runs on envpool only; use env.backend=envpool")
+    kwargs = OmegaConf.to_container(cfg.env.kwargs) if cfg.env.kwargs else {}
+    envpool_backend.check_robot_task(env_id, kwargs)
+    changed = [key for key in cfg.randomize if cfg.randomize[key] not in (None, 0, 0.0)]
+    if changed:
+        raise UserError(
+            f"randomize.{changed[0]}: task {env_id} runs on envpool, which cannot randomize its robot; remove randomize.* "
+            f"(envpool's own observation noise is env.kwargs.noise_level and its parts: {', '.join(noise_options(env_id))})"
+        )
+    if cfg.eval.randomize:
+        raise UserError(f"eval.randomize=true: task {env_id} runs on envpool, which cannot randomize its robot; use false")
+    if cfg.eval.video:
+        raise UserError(f"eval.video=true: {RENDER_REFUSAL.format(env_id=env_id)}; use eval.video=false")
+
+
+RENDER_REFUSAL = "task {env_id} runs on envpool, whose robot tasks cannot render (videos of them await a MuJoCo reference)"
+
+
+def noise_options(env_id: str) -> list[str]:
+    return [name for name in envpool_backend.accepted_options(env_id) if name.startswith("noise")]
+
+
+def make_vec_env(
+    env_cfg,
+    num_envs: int | None = None,
+    render_mode: str | None = None,
+    backend: str | None = None,
+    randomization: Randomization | None = None,
+    privileged: bool = False,
+    device: str | None = None,
+) -> VecEnv:
+    """Build the configured vector env (`env_cfg` is the `env` section of the run config).
+
+    `backend` overrides env_cfg.backend (evaluation uses the task's `reference_backend`).
+    `device`: where an mjx backend simulates (torch's name). When envpool cannot run a Gymnasium
+    task, or what the run asks for needs a capability envpool lacks (randomizing the model, the
+    privileged group read from MuJoCo, rendering), this says why on stderr and falls back to
+    Gymnasium. A Playground robot task has nowhere to fall back to: that is one line, exit 2.
+    """
+    env_id = str(env_cfg.id)
+    kwargs = OmegaConf.to_container(env_cfg.kwargs) if env_cfg.kwargs else {}
+    n = env_cfg.n_envs if num_envs is None else num_envs
+    backend = backend or env_cfg.backend
+    if backend == "mjx":  # simulated where `device` is (the config refuses what it cannot honour)
+        from ppo_control.envs.mjx_backend import MjxVecEnv
+
+        return MjxVecEnv(env_id, n, env_cfg.max_episode_steps, device or "cpu", **kwargs)
+    threads = lambda: min(env_cfg.num_threads or usable_cores(), n)  # noqa: E731  (envpool's worker threads)
+    if envpool_backend.is_robot_task(env_id):
+        if render_mode is not None:
+            raise UserError(RENDER_REFUSAL.format(env_id=env_id))
+        if randomization is not None:
+            raise UserError(f"task {env_id} runs on envpool, which cannot randomize its robot; remove randomize.*")
+        if backend != "envpool":
+            raise UserError(f"env.backend={backend}: task {env_id} runs on envpool only; use env.backend=envpool")
+        envpool_backend.check_robot_task(env_id, kwargs)
+        return envpool_backend.EnvpoolVecEnv(env_id, n, threads(), kwargs, env_cfg.max_episode_steps)
+    gymnasium_backend.check_env_id(env_id)
+    if backend == "envpool" and render_mode is None:
+        reason = "randomize.* needs per-sub-env MuJoCo models, which envpool does not expose" if randomization else None
+        reason = reason or ("the privileged observation group reads MuJoCo's state, which envpool does not expose" if privileged else None)
+        reason = reason or envpool_backend.unavailable_reason(env_id, kwargs)
+        if reason is None:
+            return envpool_backend.EnvpoolVecEnv(env_id, n, threads(), kwargs, env_cfg.max_episode_steps)
+        print(f"env.backend=envpool: {reason}; using the gymnasium backend instead", file=sys.stderr, flush=True)
+    factory = gymnasium_backend.make_env_factory(env_id, kwargs, env_cfg.max_episode_steps, render_mode, randomization, privileged)
+    return gymnasium_backend.GymnasiumVecEnv(factory, n, env_cfg.vectorization)
