@@ -454,6 +454,27 @@ def test_cpp_example_builds_and_matches_python(cpp_build, exports, expected, tmp
     assert wrong.returncode == 2 and "obs_dim=17" in wrong.stderr
 
 
+@pytest.mark.slow
+def test_cpp_example_runs_a_go1_export_with_its_joint_names(cpp_build, tmp_path):
+    """A Playground robot's export (envpool-trained Go1) in the C++ loader: its joints in action
+    order and the control period from the metadata, the actions the Python loader computes."""
+    from ppo_control.api import load_policy
+
+    binary = cpp_binary(cpp_build)
+    run_dir = tmp_path / "go1"
+    overrides = ("task=Go1JoystickFlatTerrain", "env.n_envs=4", "ppo.rollout_steps=16", "ppo.minibatches=2", "total_steps=64")
+    finish(popen_module("ppo_control.train", *overrides, "eval.episodes=1", "env.max_episode_steps=20", f"run_dir={run_dir}"))
+    finish(popen_module("ppo_control.export", f"run={run_dir}"))
+    policy = run_dir / "export" / "policy.pt"
+    obs = np.random.default_rng(0).normal(size=(4, 48)).astype(np.float32)
+    obs_file = tmp_path / "obs.txt"
+    write_observations(obs_file, obs)
+    lines, actions = run_cpp(binary, str(policy), "--file", str(obs_file))
+    assert "control period: 0.02 s" in lines
+    assert "actions: FR_hip_joint FR_thigh_joint FR_calf_joint FL_hip_joint" in " ".join(lines)
+    np.testing.assert_allclose(actions, load_policy(policy)(obs), rtol=0, atol=ATOL)
+
+
 def onnx_installed() -> bool:
     """The packages format=onnx needs: onnx and onnxscript to export, onnxruntime to run."""
     return all(importlib.util.find_spec(name) is not None for name in ("onnx", "onnxscript", "onnxruntime"))

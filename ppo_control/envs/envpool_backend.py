@@ -112,7 +112,7 @@ class EnvpoolVecEnv:
             **({} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}),
             **kwargs,
         )
-        self._seed = 0
+        self._seed, self._used = 0, False
         self.envs = self._make(self._seed)
         self.num_envs = num_envs
         self._keys, groups = self._group_layout(self.envs.observation_space)
@@ -140,10 +140,13 @@ class EnvpoolVecEnv:
         return keys, tuple((GROUP_OF_KEY[key], int(np.prod(spaces[key].shape))) for key in keys)
 
     def reset(self, seed: int) -> np.ndarray:
-        """Reset every sub-env; sub-env i is seeded with seed + i."""
-        if seed != self._seed:
+        """Reset every sub-env; sub-env i is seeded with seed + i, so a reset with a seed always
+        starts the same episodes (an evaluation repeats). envpool takes seeds only at
+        construction: a pool that has stepped, or has another seed, is rebuilt."""
+        if seed != self._seed or self._used:
             self.envs.close()
             self.envs, self._seed = self._make(seed), seed
+        self._used = True
         obs, _ = self.envs.reset()
         self._episodes.clear()
         return self._as_batch(obs, self.num_envs)
