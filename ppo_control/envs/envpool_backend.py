@@ -112,17 +112,20 @@ class EnvpoolVecEnv:
             **({} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}),
             **kwargs,
         )
-        self._seed, self._used = 0, False
-        self.envs = self._make(self._seed)
+        # The pool is built at the first reset, with that reset's seed: envpool gives every sub-env
+        # its own copy of the MuJoCo model, so a pool of a robot task is large and a second one,
+        # built only to be replaced, can exhaust the memory.
+        self.envs = None
+        spec = envpool.make_spec(env_id, **kwargs, **({} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}))
         self.num_envs = num_envs
-        self._keys, groups = self._group_layout(self.envs.observation_space)
-        act_space = self.envs.action_space
+        self._keys, groups = self._group_layout(spec.gymnasium_observation_space)
+        act_space = spec.gymnasium_action_space
         self.info = EnvInfo(
             obs_dim=sum(size for _, size in groups),
             action_dim=int(np.prod(act_space.shape)),
             action_low=act_space.low.astype(np.float32).reshape(-1),
             action_high=act_space.high.astype(np.float32).reshape(-1),
-            max_episode_steps=int(self.envs.config["max_episode_steps"]),
+            max_episode_steps=int(spec.config.max_episode_steps),
             groups=groups,
         )
         self._tracking = tracking_indices(env_id, groups)
@@ -142,11 +145,9 @@ class EnvpoolVecEnv:
     def reset(self, seed: int) -> np.ndarray:
         """Reset every sub-env; sub-env i is seeded with seed + i, so a reset with a seed always
         starts the same episodes (an evaluation repeats). envpool takes seeds only at
-        construction: a pool that has stepped, or has another seed, is rebuilt."""
-        if seed != self._seed or self._used:
-            self.envs.close()
-            self.envs, self._seed = self._make(seed), seed
-        self._used = True
+        construction: every reset builds the pool anew (the previous one is closed first)."""
+        self.close()
+        self.envs = self._make(seed)
         obs, _ = self.envs.reset()
         self._episodes.clear()
         return self._as_batch(obs, self.num_envs)
@@ -184,7 +185,9 @@ class EnvpoolVecEnv:
         raise UserError("the envpool backend cannot restore sub-env states; resume with env.backend=gymnasium")
 
     def close(self) -> None:
-        self.envs.close()
+        if self.envs is not None:
+            self.envs.close()
+            self.envs = None
 
     def _as_batch(self, obs, n: int) -> np.ndarray:
         if self._keys is not None:
