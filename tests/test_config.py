@@ -165,3 +165,14 @@ def test_resume_changeable_keys_have_one_source():
     assert readme.count(RESUME_CHANGEABLE_TEXT) >= 2  # the resume section and the error table
     for key in ("total_steps", "torch_threads", "eval.", "checkpoint."):  # each listed key is allowed to change
         assert key.rstrip(".") in RESUME_CHANGEABLE_TEXT
+
+
+def test_a_regime_applies_before_the_task_file_and_an_unknown_one_is_one_line(tmp_path):
+    cfg = compose(["task=Go1JoystickFlatTerrain"])  # regime: robot
+    assert (cfg.env.n_envs, cfg.ppo.rollout_steps, list(cfg.policy.critic_obs)) == (256, 16, ["privileged"])
+    assert list(compose(["task=PandaPickCube"]).policy.critic_obs) == ["policy"]  # the task file's own setting wins
+    assert compose(["task=Go1JoystickFlatTerrain", "env.n_envs=32"]).env.n_envs == 32  # and the command line over both
+    task = tmp_path / "Mine.yaml"
+    task.write_text("regime: robto\nenv:\n  id: Go1JoystickFlatTerrain-v1\n")
+    with pytest.raises(ConfigError, match=r"^Mine.yaml: regime 'robto' does not exist; valid regimes: robot$"):
+        compose([f"task={task}"])
