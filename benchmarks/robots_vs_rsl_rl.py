@@ -15,7 +15,6 @@ and the time each side took to reach rsl_rl's final return.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,7 @@ def ours_curve(run_dir: Path) -> dict[str, list[float]]:
 
 
 def rsl_rl_curve(out_dir: Path) -> dict[str, list[float]]:
-    rows = [json.loads(line) for line in (Path(out_dir) / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    rows = read_metrics(Path(out_dir))  # metrics.jsonl, or the .gz a results folder keeps
     iterations = [row for row in rows if "eval_return" not in row]
     # start-up before the first iteration: its end less its own length (taken as the second's)
     first = iterations[0]["train_time_s"] - (iterations[1]["train_time_s"] - iterations[0]["train_time_s"] if len(iterations) > 1 else 0.0)
