@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 from ppo_control.envs import describe_task
-from ppo_control.envs.mujoco_names import action_names, observation_element_names  # noqa: F401  (their old home)
 
 
 def actor_groups(groups, actor_obs: list[str]) -> list[tuple[str, int]]:

@@ -3,8 +3,9 @@
 Lists the shipped tasks, one row per file in tasks/: the task name (what `task=` takes), its
 environment id, the backend that describes it (its reference), its observation groups with their
 sizes (`policy`, and `privileged` where the env provides it), the action size, and the control
-period dt (simulated seconds per env step, i.e. per policy action). Each env is built from the composed task config exactly as
-training builds it (env.kwargs included) and closed again. Takes no arguments.
+period dt (simulated seconds per env step, i.e. per policy action), as the task's reference backend
+describes it (`envs.describe_task`: one env built from the composed task config, env.kwargs
+included, and closed again). Takes no arguments.
 """
 
 from __future__ import annotations
@@ -32,17 +33,12 @@ class TaskInfo:
 
 def task_info(name: str) -> TaskInfo:
     """Describe one task: a name from tasks/ or a path to a task .yaml (a UserError if it is invalid)."""
-    from ppo_control.envs import describe_task, make_vec_env, reference_backend  # heavy imports (gymnasium, mujoco)
+    from ppo_control.envs import describe_task, reference_backend  # heavy imports (gymnasium, mujoco)
 
     cfg = compose([f"task={name}"])
-    backend = reference_backend(cfg.env)
-    envs = make_vec_env(cfg.env, num_envs=1, backend=backend)
-    try:
-        info = envs.info
-    finally:
-        envs.close()
-    dt = describe_task(cfg.env).control_period_s
-    return TaskInfo(str(cfg.task), str(cfg.env.id), backend, tuple(info.groups), info.action_dim, dt)
+    task = describe_task(cfg.env)
+    groups = tuple((group, int(size)) for group, size in task.group_sizes.items())
+    return TaskInfo(str(cfg.task), str(cfg.env.id), reference_backend(cfg.env), groups, task.action_dim, task.control_period_s)
 
 
 def list_tasks() -> list[TaskInfo]:

@@ -11,7 +11,6 @@ from ppo_control.envs.registry import (
     capabilities,
     check_run,
     describe_task,
-    home_backend,
     make_vec_env,
     reference_backend,
 )
@@ -30,7 +29,6 @@ __all__ = [
     "check_env_id",
     "check_run",
     "describe_task",
-    "home_backend",
     "make_env_factory",
     "make_vec_env",
     "reference_backend",

@@ -301,6 +301,7 @@ def describe(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     names = {GROUP_OF_KEY.get(key, POLICY): list(elements) for key, elements in task.groups.items()}
     return {
         "control_period_s": robot["control_period_s"],
+        "action_dim": len(task.joint_names),
         "action_names": list(task.joint_names),
         "group_sizes": {group: len(elements) for group, elements in names.items()},
         "element_names": names,

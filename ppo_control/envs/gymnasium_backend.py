@@ -142,12 +142,17 @@ def check_env_id(env_id: str) -> None:
         ) from None
 
 
-def env_info(envs, max_episode_steps: int | None, groups: Groups = ()) -> EnvInfo:
-    """Spaces of a vector env as EnvInfo; anything but Box observations and actions is refused."""
-    obs_space, act_space = envs.single_observation_space, envs.single_action_space
+def check_box_spaces(obs_space: gym.Space, act_space: gym.Space, env: Any) -> None:
+    """Anything but Box observations and actions is refused (and `env` closed)."""
     if not isinstance(obs_space, gym.spaces.Box) or not isinstance(act_space, gym.spaces.Box):
-        envs.close()
+        env.close()
         raise UserError(f"ppo_control needs Box observation and action spaces; got {obs_space} and {act_space}")
+
+
+def env_info(envs, max_episode_steps: int | None, groups: Groups = ()) -> EnvInfo:
+    """Spaces of a vector env as EnvInfo."""
+    obs_space, act_space = envs.single_observation_space, envs.single_action_space
+    check_box_spaces(obs_space, act_space, envs)
     return EnvInfo(
         obs_dim=int(np.prod(obs_space.shape)),
         action_dim=int(np.prod(act_space.shape)),
@@ -252,21 +257,24 @@ class GymnasiumVecEnv:
 
 
 def describe(env_id: str, kwargs: dict[str, Any], max_episode_steps: int | None) -> dict[str, Any]:
-    """The task's control period, actuator names and `policy` element names (where a known layout
-    reproduces the observation), from one fresh env."""
+    """The task's control period, action size and actuator names, its observation groups, and the
+    `policy` element names (where a known layout reproduces the observation), from one fresh env."""
     from ppo_control.envs.mujoco_names import action_names, observation_element_names
 
+    check_env_id(env_id)
     env = make_env_factory(env_id, kwargs, max_episode_steps)()
     try:
+        obs_space, act_space = env.observation_space, env.action_space
+        check_box_spaces(obs_space, act_space, env)
         base = env.unwrapped
         model = getattr(base, "model", None)
-        box = isinstance(env.observation_space, gym.spaces.Box)
-        names = observation_element_names(env) if box else None
+        groups = dict(env.observation_groups)
         return {
             "control_period_s": float(base.dt) if hasattr(base, "dt") else None,
+            "action_dim": int(np.prod(act_space.shape)),
             "action_names": action_names(model) if model is not None else None,
-            "group_sizes": {"policy": int(np.prod(env.observation_space.shape))} if box else {},
-            "element_names": {"policy": names},
+            "group_sizes": groups,
+            "element_names": {"policy": observation_element_names(env) if list(groups) == ["policy"] else None},
         }
     finally:
         env.close()

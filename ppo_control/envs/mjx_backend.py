@@ -313,6 +313,7 @@ def describe(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     env, obs_size = shared_engine_env(name, kwargs)
     return {
         "control_period_s": float(env.dt),
+        "action_dim": int(env.action_size),
         "action_names": action_names(env.sys.mj_model),
         "group_sizes": {"policy": obs_size},
         "element_names": {"policy": None},

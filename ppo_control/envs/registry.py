@@ -9,6 +9,7 @@ which backend is a task's reference (where evaluation, videos and the controller
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -45,11 +46,6 @@ def reference_backend(env_cfg) -> str:
     return "mjx" if env_cfg.backend == "mjx" else "gymnasium"
 
 
-def home_backend(env_id: str) -> str | None:
-    """The backend a task id belongs to when it exists on one backend only (None: any CPU backend)."""
-    return "envpool" if envpool_backend.is_robot_task(env_id) else None
-
-
 @dataclass(frozen=True)
 class TaskDescription:
     """What a controller needs to know of a task, from its reference env: seconds per policy
@@ -57,6 +53,7 @@ class TaskDescription:
     (None where not), and for a PD-driven robot its joints, default pose, action scale and gains."""
 
     control_period_s: float | None
+    action_dim: int
     action_names: list[str] | None
     group_sizes: dict[str, int]
     element_names: dict[str, list[str] | None]
@@ -78,25 +75,34 @@ def describe_task(env_cfg) -> TaskDescription:
 
 def check_run(cfg) -> None:
     """What a run asks of its task that the task's backend cannot do, as one line, before anything
-    is built or written. The Playground robots exist on envpool only, which cannot change their
-    model (randomize.*) or draw them (videos): envpool's own noise options (env.kwargs) stay."""
+    is built or written (the evaluation envs, and so eval.*, are built only at the first evaluation)."""
     env_id = str(cfg.env.id)
     if not envpool_backend.is_robot_task(env_id):
         return
-    if cfg.env.backend != "envpool":
-        raise UserError(f"env.backend={cfg.env.backend}: task {env_id} runs on envpool only; use env.backend=envpool")
     kwargs = OmegaConf.to_container(cfg.env.kwargs) if cfg.env.kwargs else {}
-    envpool_backend.check_robot_task(env_id, kwargs)
-    changed = [key for key in cfg.randomize if cfg.randomize[key] not in (None, 0, 0.0)]
-    if changed:
-        raise UserError(
-            f"randomize.{changed[0]}: task {env_id} runs on envpool, which cannot randomize its robot; remove randomize.* "
-            f"(envpool's own observation noise is env.kwargs.noise_level and its parts: {', '.join(noise_options(env_id))})"
-        )
+    check_robot_request(env_id, cfg.env.backend, kwargs, Randomization.from_config(cfg.randomize))
     if cfg.eval.randomize:
         raise UserError(f"eval.randomize=true: task {env_id} runs on envpool, which cannot randomize its robot; use false")
     if cfg.eval.video:
         raise UserError(f"eval.video=true: {RENDER_REFUSAL.format(env_id=env_id)}; use eval.video=false")
+
+
+def check_robot_request(
+    env_id: str, backend: str, kwargs: dict[str, Any], randomization: Randomization | None = None, rendering: bool = False
+) -> None:
+    """One line for what a Playground robot task cannot do: it runs on envpool only, which cannot
+    change its model (randomize.*) or draw it; envpool's own noise options (env.kwargs) stay."""
+    if backend != "envpool":
+        raise UserError(f"env.backend={backend}: task {env_id} runs on envpool only; use env.backend=envpool")
+    envpool_backend.check_robot_task(env_id, kwargs)
+    if randomization is not None:
+        key = next(f.name for f in dataclasses.fields(randomization) if getattr(randomization, f.name) != f.default)
+        raise UserError(
+            f"randomize.{key}: task {env_id} runs on envpool, which cannot randomize its robot; remove randomize.* "
+            f"(envpool's own observation noise is env.kwargs.noise_level and its parts: {', '.join(noise_options(env_id))})"
+        )
+    if rendering:
+        raise UserError(RENDER_REFUSAL.format(env_id=env_id))
 
 
 RENDER_REFUSAL = "task {env_id} runs on envpool, whose robot tasks cannot render (videos of them await a MuJoCo reference)"
@@ -133,13 +139,7 @@ def make_vec_env(
         return MjxVecEnv(env_id, n, env_cfg.max_episode_steps, device or "cpu", **kwargs)
     threads = lambda: min(env_cfg.num_threads or usable_cores(), n)  # noqa: E731  (envpool's worker threads)
     if envpool_backend.is_robot_task(env_id):
-        if render_mode is not None:
-            raise UserError(RENDER_REFUSAL.format(env_id=env_id))
-        if randomization is not None:
-            raise UserError(f"task {env_id} runs on envpool, which cannot randomize its robot; remove randomize.*")
-        if backend != "envpool":
-            raise UserError(f"env.backend={backend}: task {env_id} runs on envpool only; use env.backend=envpool")
-        envpool_backend.check_robot_task(env_id, kwargs)
+        check_robot_request(env_id, backend, kwargs, randomization, rendering=render_mode is not None)
         return envpool_backend.EnvpoolVecEnv(env_id, n, threads(), kwargs, env_cfg.max_episode_steps)
     gymnasium_backend.check_env_id(env_id)
     if backend == "envpool" and render_mode is None:
