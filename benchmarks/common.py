@@ -218,6 +218,17 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
     return "\n".join(lines)
 
 
+def cpu_model() -> str | None:
+    """The CPU's model name from /proc/cpuinfo (None where there is none)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 def versions() -> dict[str, Any]:
     """Library versions and the machine, for the results file (imports are cheap by then)."""
     from importlib import metadata
@@ -227,13 +238,9 @@ def versions() -> dict[str, Any]:
         "platform": platform.platform(),
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
     }
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                out["cpu_model"] = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    model = cpu_model()
+    if model is not None:
+        out["cpu_model"] = model
     for dist in ("torch", "gymnasium", "mujoco", "numpy", "stable-baselines3", "envpool", "ppo_control"):
         try:
             out[dist] = metadata.version(dist)

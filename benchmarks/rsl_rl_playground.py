@@ -66,6 +66,9 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import cpu_model  # noqa: E402
+
 EVAL_SEED_OFFSET = 1_000_000  # as ppo_control: evaluation envs never share seeds with training envs
 MAX_EVAL_ENVS = 16  # as ppo_control's evaluation
 PLAYGROUND_VERSION = "0.2.0"
@@ -472,13 +475,9 @@ def machine() -> dict[str, Any]:
     out: dict[str, Any] = {"cpu_count": os.cpu_count()}
     if hasattr(os, "sched_getaffinity"):
         out["cpus_usable"] = len(os.sched_getaffinity(0))
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                out["cpu_model"] = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    model = cpu_model()
+    if model is not None:
+        out["cpu_model"] = model
     return out
 
 

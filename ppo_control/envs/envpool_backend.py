@@ -212,25 +212,19 @@ def tracking_indices(env_id: str, groups) -> TrackingIndices | None:
     task = playground.robot_task(env_id)
     if task is None or not task.tracking:
         return None
-    offsets, start = {}, 0
-    for name, size in groups:
-        offsets[name] = start
+    key_of = {group: key for key, group in GROUP_OF_KEY.items()}
+    position, start = {}, 0  # group -> element name -> index in the observation vector
+    for group, size in groups:
+        position[group] = {element: start + i for i, element in enumerate(task.groups[key_of[group]])}
         start += size
-    if PRIVILEGED not in offsets:
+    if PRIVILEGED not in position:
         return None
-
-    def index(group: str, element: str) -> int:
-        return offsets[group] + task.groups[key_of(group)].index(element)
-
-    def key_of(group: str) -> str:
-        return next(key for key, name in GROUP_OF_KEY.items() if name == group)
-
-    lin = [c for c in task.tracking if c != "command:wz"]
+    lin = [command for command in task.tracking if command != "command:wz"]
     return TrackingIndices(
-        command_lin=[index(POLICY, c) for c in lin],
-        measured_lin=[index(PRIVILEGED, task.tracking[c]) for c in lin],
-        command_ang=index(POLICY, "command:wz"),
-        measured_ang=index(PRIVILEGED, task.tracking["command:wz"]),
+        command_lin=[position[POLICY][command] for command in lin],
+        measured_lin=[position[PRIVILEGED][task.tracking[command]] for command in lin],
+        command_ang=position[POLICY]["command:wz"],
+        measured_ang=position[PRIVILEGED][task.tracking["command:wz"]],
     )
 
 
