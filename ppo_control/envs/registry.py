@@ -143,8 +143,14 @@ def make_vec_env(
         return envpool_backend.EnvpoolVecEnv(env_id, n, threads(), kwargs, env_cfg.max_episode_steps)
     gymnasium_backend.check_env_id(env_id)
     if backend == "envpool" and render_mode is None:
-        reason = "randomize.* needs per-sub-env MuJoCo models, which envpool does not expose" if randomization else None
-        reason = reason or ("the privileged observation group reads MuJoCo's state, which envpool does not expose" if privileged else None)
+        can = envpool_backend.EnvpoolVecEnv.capabilities
+        reason = (
+            "randomize.* needs per-sub-env MuJoCo models, which envpool does not expose"
+            if randomization and not can.randomizes_model
+            else None
+        )
+        if privileged and not can.privileged_from_model:
+            reason = reason or "the privileged observation group reads MuJoCo's state, which envpool does not expose"
         reason = reason or envpool_backend.unavailable_reason(env_id, kwargs)
         if reason is None:
             return envpool_backend.EnvpoolVecEnv(env_id, n, threads(), kwargs, env_cfg.max_episode_steps)
