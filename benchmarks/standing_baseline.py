@@ -1,0 +1,54 @@
+"""What a robot that does nothing scores: a run's evaluation with every action zero (the default
+pose held by the PD controller), on the same evaluation envs and seeds as `evaluate`.
+
+    python benchmarks/standing_baseline.py run=<run dir> [episodes=16]
+
+The floor a joystick policy must beat: Playground's rewards pay for a held pose, so standing still
+earns a large share of the return; the tracking error is what tells walking from standing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import parse_args  # noqa: E402
+
+DEFAULTS = {"run": None, "episodes": 16}
+
+
+def main(argv: list[str]) -> None:
+    args = parse_args(argv, DEFAULTS, __doc__)
+    if not args["run"]:
+        print("error: give run=<run dir>", file=sys.stderr)
+        raise SystemExit(2)
+    from ppo_control.evaluation import EVAL_SEED_OFFSET, evaluate_episodes, make_eval_envs
+    from ppo_control.observations import needs_privileged
+    from ppo_control.run_layout import checkpoint_to_load
+    from ppo_control.runs import load_run
+
+    run = Path(args["run"])
+    loaded = load_run(run, checkpoint_to_load(run, None))
+    cfg, policy = loaded.cfg, loaded.policy
+    trained_step = policy.deterministic_step
+
+    def hold_default_pose(obs, state):
+        action, state = trained_step(obs, state)  # keeps a recurrent state's bookkeeping as in `evaluate`
+        return torch.zeros_like(action), state
+
+    policy.deterministic_step = hold_default_pose
+    envs = make_eval_envs(cfg.env, int(args["episodes"]), None, needs_privileged(cfg.policy), "cpu")
+    try:
+        evaluation = evaluate_episodes(policy, envs, int(args["episodes"]), cfg.seed + EVAL_SEED_OFFSET)
+    finally:
+        envs.close()
+    summary = {"run": str(run), "task": cfg.task, "episodes": int(args["episodes"]), **evaluation.summary(prefix="")}
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
