@@ -24,9 +24,8 @@ def _passive_openmp_waits() -> None:
 
     Torch's update runs on every core (torch_threads=0). With the default spinning waits, one other
     busy process on the machine (a second seed, a benchmark job) stalls each of the thousands of tiny
-    parallel regions of an update until the scheduler gives the spinning team a slice: measured on 2
-    cores beside one other training, Hopper fell from 2,109 steps/s (1 thread) to 26 (2 spinning
-    threads); sleeping waits gave 1,768. Must be set before torch loads OpenMP, hence here.
+    parallel regions of an update until the scheduler gives the spinning team a slice (the measured
+    slowdown is in docs/development.md). Must be set before torch loads OpenMP, hence here.
     """
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 

@@ -34,6 +34,7 @@ from ppo_control.config import (
     ConfigError,
     TrainConfig,
     available_tasks,
+    command_help,
     compose,
     parse_command_args,
     parse_overrides,
@@ -540,4 +541,9 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    run_cli(main)
+    run_cli(
+        main,
+        help=lambda: command_help(
+            __doc__, BenchmarkArgs, example="python -m ppo_control.benchmark tasks=[Hopper] seeds=2 total_steps=100000"
+        ),
+    )

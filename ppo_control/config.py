@@ -7,9 +7,12 @@ in configs/train.yaml, so there is exactly one place a default is written.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import functools
+import inspect
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -176,11 +179,11 @@ class EvaluateEvalArgs:
 class EvaluateArgs:
     run: str = MISSING  # the run directory
     checkpoint: Optional[str] = None  # a file, or a name in <run>/checkpoints; default last.pt
-    episodes: int = 10
+    episodes: int = 10  # episodes to roll out (at most 16 run at once)
     seed: Optional[int] = None  # default: the run's own evaluation seed (reproduces its eval_return)
-    video: bool = False
+    video: bool = False  # also record videos of the policy (a separate rollout, same seed)
     video_dir: Optional[str] = None  # default: the run's eval.video_dir
-    deterministic: bool = True
+    deterministic: bool = True  # true: the mean action; false: actions sampled from the policy, seeded
     eval: EvaluateEvalArgs = field(default_factory=EvaluateEvalArgs)
     randomize: EvaluateRandomizeArgs = field(default_factory=EvaluateRandomizeArgs)
 
@@ -312,7 +315,7 @@ def _mjx_regime(cfg: DictConfig, section: DictConfig | None, task: str, task_fil
 RNN_TYPES = ("none", "gru", "lstm")  # policy.rnn: the actor's recurrent layer
 
 # What may change when a run is resumed: anything else would alter the optimization it continues.
-# The one list: the error message and the README (checked by a test) are written from it.
+# The one list: the error message and docs/training.md (checked by a test) are written from it.
 RESUME_CHANGEABLE = ("total_steps", "device", "torch_threads", "dist_timeout", "env.num_threads", "eval.", "log.", "checkpoint.")
 RESUME_CHANGEABLE_TEXT = ", ".join(f"{key}*" if key.endswith(".") else key for key in RESUME_CHANGEABLE)
 
@@ -469,67 +472,119 @@ def all_keys(cfg: DictConfig | None = None, prefix: str = "") -> list[str]:
 
 
 def validate(cfg: DictConfig) -> None:
-    """Range and consistency checks that types alone cannot express."""
+    """Range and consistency checks that types alone cannot express, one validator per section."""
     missing = OmegaConf.missing_keys(cfg)
     if missing:
         raise ConfigError(f"config keys without a value: {', '.join(sorted(missing))}")
-
     for key, choices in CHOICES.items():
         value = OmegaConf.select(cfg, key)
         if value not in choices:
             raise ConfigError(f"{key}={value!r} is not valid; choose one of: {', '.join(choices)}")
+    for check in (_validate_top, _validate_env, _validate_normalize, _validate_policy, _validate_ppo, _validate_batch, _validate_eval):
+        check(cfg)
+    validate_randomize(cfg)
+    if cfg.env.backend == "mjx":
+        validate_mjx(cfg)
+    _validate_log(cfg)
+    _validate_checkpoint(cfg)
 
-    def require(ok: bool, key: str, allowed: str) -> None:
-        if not ok:
-            raise ConfigError(f"{key}={OmegaConf.select(cfg, key)!r} is not allowed: {key} must be {allowed}")
 
-    def finite(key: str) -> float:
-        value = OmegaConf.select(cfg, key)
-        require(value is None or math.isfinite(value), key, "a finite number")
-        return value
+def _require(cfg: DictConfig, ok: bool, key: str, allowed: str) -> None:
+    if not ok:
+        raise ConfigError(f"{key}={OmegaConf.select(cfg, key)!r} is not allowed: {key} must be {allowed}")
 
-    env, pol, ppo = cfg.env, cfg.policy, cfg.ppo
-    require(cfg.total_steps >= 1, "total_steps", ">= 1")
-    require(cfg.seed >= 0, "seed", ">= 0")
-    require(cfg.torch_threads >= 0, "torch_threads", ">= 0 (0 = 1 while collecting, every core for the update)")
-    require(finite("dist_timeout") > 0, "dist_timeout", "> 0 (seconds)")
-    require(env.id is not None and str(env.id).strip() != "", "env.id", "a Gymnasium id or package.module:EnvClass (set in the task file)")
-    require(env.n_envs >= 1, "env.n_envs", ">= 1")
-    require(env.num_threads >= 0, "env.num_threads", ">= 0 (0 = one per CPU core)")
-    require(cfg.preset in available_presets(), "preset", f"one of {', '.join(available_presets())}")
-    require(env.max_episode_steps is None or env.max_episode_steps >= 1, "env.max_episode_steps", "null or >= 1")
-    require(finite("normalize.obs_clip") > 0, "normalize.obs_clip", "> 0")
-    require(finite("normalize.reward_clip") > 0, "normalize.reward_clip", "> 0")
-    require(
+
+def _finite(cfg: DictConfig, key: str) -> float:
+    value = OmegaConf.select(cfg, key)
+    _require(cfg, value is None or math.isfinite(value), key, "a finite number")
+    return value
+
+
+def _validate_top(cfg: DictConfig) -> None:
+    _require(cfg, cfg.total_steps >= 1, "total_steps", ">= 1")
+    _require(cfg, cfg.seed >= 0, "seed", ">= 0")
+    _require(cfg, cfg.torch_threads >= 0, "torch_threads", ">= 0 (0 = 1 while collecting, every core for the update)")
+    _require(cfg, _finite(cfg, "dist_timeout") > 0, "dist_timeout", "> 0 (seconds)")
+    _require(cfg, cfg.preset in available_presets(), "preset", f"one of {', '.join(available_presets())}")
+
+
+def _validate_env(cfg: DictConfig) -> None:
+    env = cfg.env
+    _require(
+        cfg,
+        env.id is not None and str(env.id).strip() != "",
+        "env.id",
+        "a Gymnasium id or package.module:EnvClass (set in the task file)",
+    )
+    _require(cfg, env.n_envs >= 1, "env.n_envs", ">= 1")
+    _require(cfg, env.num_threads >= 0, "env.num_threads", ">= 0 (0 = one per CPU core)")
+    _require(cfg, env.max_episode_steps is None or env.max_episode_steps >= 1, "env.max_episode_steps", "null or >= 1")
+
+
+def _validate_normalize(cfg: DictConfig) -> None:
+    _require(cfg, _finite(cfg, "normalize.obs_clip") > 0, "normalize.obs_clip", "> 0")
+    _require(cfg, _finite(cfg, "normalize.reward_clip") > 0, "normalize.reward_clip", "> 0")
+
+
+def _validate_policy(cfg: DictConfig) -> None:
+    pol = cfg.policy
+    _require(
+        cfg,
         len(pol.hidden_sizes) >= 1 and all(h >= 1 for h in pol.hidden_sizes),
         "policy.hidden_sizes",
         "a non-empty list of positive ints, e.g. [64,64]",
     )
-    require(
+    _require(
+        cfg,
         pol.critic_hidden_sizes is None or (len(pol.critic_hidden_sizes) >= 1 and all(h >= 1 for h in pol.critic_hidden_sizes)),
         "policy.critic_hidden_sizes",
         "null (the actor's hidden_sizes) or a non-empty list of positive ints, e.g. [256,256]",
     )
-    finite("policy.log_std_init")
+    _finite(cfg, "policy.log_std_init")
     for key in ("actor_obs", "critic_obs"):
         names = list(pol[key])
-        require(
-            len(names) >= 1 and len(set(names)) == len(names), f"policy.{key}", "a non-empty list of distinct group names, e.g. [policy]"
+        _require(
+            cfg,
+            len(names) >= 1 and len(set(names)) == len(names),
+            f"policy.{key}",
+            "a non-empty list of distinct group names, e.g. [policy]",
         )
     for key in ("actor_history", "critic_history"):
-        require(pol[key] >= 1, f"policy.{key}", ">= 1 (the number of most recent frames read; 1 = the current one only)")
-    require(ppo.rollout_steps >= 1, "ppo.rollout_steps", ">= 1")
-    require(ppo.epochs >= 1, "ppo.epochs", ">= 1")
-    require(ppo.minibatches >= 1, "ppo.minibatches", ">= 1")
+        _require(cfg, pol[key] >= 1, f"policy.{key}", ">= 1 (the number of most recent frames read; 1 = the current one only)")
+    _require(cfg, pol.rnn in RNN_TYPES, "policy.rnn", f"one of {', '.join(RNN_TYPES)}")
+    _require(cfg, pol.rnn_size >= 1, "policy.rnn_size", ">= 1")
+    _require(cfg, pol.rnn_sequence_length >= 1, "policy.rnn_sequence_length", ">= 1")
+
+
+def _validate_ppo(cfg: DictConfig) -> None:
+    ppo = cfg.ppo
+    _require(cfg, ppo.rollout_steps >= 1, "ppo.rollout_steps", ">= 1")
+    _require(cfg, ppo.epochs >= 1, "ppo.epochs", ">= 1")
+    _require(cfg, ppo.minibatches >= 1, "ppo.minibatches", ">= 1")
+    _require(cfg, _finite(cfg, "ppo.learning_rate") > 0, "ppo.learning_rate", "> 0")
+    _require(cfg, 0 < _finite(cfg, "ppo.gamma") <= 1, "ppo.gamma", "in (0, 1]")
+    _require(cfg, ppo.gamma_end is None or 0 < _finite(cfg, "ppo.gamma_end") <= 1, "ppo.gamma_end", "null or in (0, 1]")
+    _require(cfg, 0 <= _finite(cfg, "ppo.gae_lambda") <= 1, "ppo.gae_lambda", "in [0, 1]")
+    _require(cfg, ppo.gae_lambda_end is None or 0 <= _finite(cfg, "ppo.gae_lambda_end") <= 1, "ppo.gae_lambda_end", "null or in [0, 1]")
+    _require(cfg, 0 < _finite(cfg, "ppo.end_at_fraction") <= 1, "ppo.end_at_fraction", "in (0, 1]")
+    _require(cfg, _finite(cfg, "ppo.clip_range") > 0, "ppo.clip_range", "> 0")
+    _require(cfg, _finite(cfg, "ppo.ent_coef") >= 0, "ppo.ent_coef", ">= 0")
+    _require(cfg, _finite(cfg, "ppo.vf_coef") > 0, "ppo.vf_coef", "> 0")
+    _require(cfg, ppo.max_grad_norm is None or _finite(cfg, "ppo.max_grad_norm") > 0, "ppo.max_grad_norm", "null or > 0")
+    _require(cfg, ppo.target_kl is None or _finite(cfg, "ppo.target_kl") > 0, "ppo.target_kl", "null or > 0")
+    if ppo.lr_schedule == "adaptive" and ppo.target_kl is None:
+        raise ConfigError("ppo.lr_schedule=adaptive needs ppo.target_kl (the KL it aims at), e.g. ppo.target_kl=0.01")
+
+
+def _validate_batch(cfg: DictConfig) -> None:
+    """Across env, ppo and policy: the minibatches (and a recurrent policy's sequences) must divide the batch."""
+    env, pol, ppo = cfg.env, cfg.policy, cfg.ppo
     batch = env.n_envs * ppo.rollout_steps
     if batch % ppo.minibatches != 0:
         raise ConfigError(
             f"ppo.minibatches={ppo.minibatches} does not divide the batch size env.n_envs*ppo.rollout_steps="
             f"{env.n_envs}*{ppo.rollout_steps}={batch}; choose a divisor of {batch}"
         )
-    require(pol.rnn in RNN_TYPES, "policy.rnn", f"one of {', '.join(RNN_TYPES)}")
-    require(pol.rnn_size >= 1, "policy.rnn_size", ">= 1")
-    require(pol.rnn_sequence_length >= 1, "policy.rnn_sequence_length", ">= 1")
     if pol.rnn != "none":
         if ppo.rollout_steps % pol.rnn_sequence_length != 0:
             raise ConfigError(
@@ -542,37 +597,28 @@ def validate(cfg: DictConfig) -> None:
                 f"ppo.minibatches={ppo.minibatches} does not divide the {sequences} training sequences of a recurrent policy "
                 f"(env.n_envs*ppo.rollout_steps/policy.rnn_sequence_length); choose a divisor of {sequences}"
             )
-    require(finite("ppo.learning_rate") > 0, "ppo.learning_rate", "> 0")
-    require(0 < finite("ppo.gamma") <= 1, "ppo.gamma", "in (0, 1]")
-    require(ppo.gamma_end is None or 0 < finite("ppo.gamma_end") <= 1, "ppo.gamma_end", "null or in (0, 1]")
-    require(0 <= finite("ppo.gae_lambda") <= 1, "ppo.gae_lambda", "in [0, 1]")
-    require(ppo.gae_lambda_end is None or 0 <= finite("ppo.gae_lambda_end") <= 1, "ppo.gae_lambda_end", "null or in [0, 1]")
-    require(0 < finite("ppo.end_at_fraction") <= 1, "ppo.end_at_fraction", "in (0, 1]")
-    require(finite("ppo.clip_range") > 0, "ppo.clip_range", "> 0")
-    require(finite("ppo.ent_coef") >= 0, "ppo.ent_coef", ">= 0")
-    require(finite("ppo.vf_coef") > 0, "ppo.vf_coef", "> 0")
-    require(ppo.max_grad_norm is None or finite("ppo.max_grad_norm") > 0, "ppo.max_grad_norm", "null or > 0")
-    require(ppo.target_kl is None or finite("ppo.target_kl") > 0, "ppo.target_kl", "null or > 0")
-    if ppo.lr_schedule == "adaptive" and ppo.target_kl is None:
-        raise ConfigError("ppo.lr_schedule=adaptive needs ppo.target_kl (the KL it aims at), e.g. ppo.target_kl=0.01")
-    require(cfg.eval.every_steps >= 0, "eval.every_steps", ">= 0 (0 = evaluate only at the end)")
-    require(cfg.eval.episodes >= 1, "eval.episodes", ">= 1")
-    validate_randomize(cfg)
-    if env.backend == "mjx":
-        validate_mjx(cfg)
-    require(cfg.log.every_updates >= 1, "log.every_updates", ">= 1")
-    require(finite("log.line_seconds") >= 0, "log.line_seconds", ">= 0 (0 = a line every log.every_updates updates)")
-    require(cfg.checkpoint.every_steps >= 0, "checkpoint.every_steps", ">= 0 (0 = only last.pt)")
-    require(cfg.checkpoint.keep >= 0, "checkpoint.keep", ">= 0")
-    require(finite("checkpoint.save_last_seconds") >= 0, "checkpoint.save_last_seconds", ">= 0")
-    require(cfg.eval.video_episodes >= 1, "eval.video_episodes", ">= 1")
-    require(
-        cfg.eval.video_width >= 16 and cfg.eval.video_width % 2 == 0, "eval.video_width", "an even number >= 16 (H.264 needs even sizes)"
-    )
-    require(
-        cfg.eval.video_height >= 16 and cfg.eval.video_height % 2 == 0, "eval.video_height", "an even number >= 16 (H.264 needs even sizes)"
-    )
-    require(cfg.eval.video_fps is None or cfg.eval.video_fps >= 1, "eval.video_fps", "null (the env's rate) or >= 1")
+
+
+def _validate_eval(cfg: DictConfig) -> None:
+    ev = cfg.eval
+    _require(cfg, ev.every_steps >= 0, "eval.every_steps", ">= 0 (0 = evaluate only at the end)")
+    _require(cfg, ev.episodes >= 1, "eval.episodes", ">= 1")
+    _require(cfg, ev.video_episodes >= 1, "eval.video_episodes", ">= 1")
+    even = "an even number >= 16 (H.264 needs even sizes)"
+    _require(cfg, ev.video_width >= 16 and ev.video_width % 2 == 0, "eval.video_width", even)
+    _require(cfg, ev.video_height >= 16 and ev.video_height % 2 == 0, "eval.video_height", even)
+    _require(cfg, ev.video_fps is None or ev.video_fps >= 1, "eval.video_fps", "null (the env's rate) or >= 1")
+
+
+def _validate_log(cfg: DictConfig) -> None:
+    _require(cfg, cfg.log.every_updates >= 1, "log.every_updates", ">= 1")
+    _require(cfg, _finite(cfg, "log.line_seconds") >= 0, "log.line_seconds", ">= 0 (0 = a line every log.every_updates updates)")
+
+
+def _validate_checkpoint(cfg: DictConfig) -> None:
+    _require(cfg, cfg.checkpoint.every_steps >= 0, "checkpoint.every_steps", ">= 0 (0 = only last.pt)")
+    _require(cfg, cfg.checkpoint.keep >= 0, "checkpoint.keep", ">= 0")
+    _require(cfg, _finite(cfg, "checkpoint.save_last_seconds") >= 0, "checkpoint.save_last_seconds", ">= 0")
 
 
 def validate_mjx(cfg: DictConfig) -> None:
@@ -650,3 +696,69 @@ def parse_command_args(schema: type, argv: Overrides, command: str) -> DictConfi
     if missing:
         raise ConfigError(f"{command}: missing argument {', '.join(f'{k}=...' for k in sorted(missing))}; valid arguments: {valid}")
     return args
+
+
+DOCS_HINT = "docs: docs/ (every key of train: docs/configuration.md)"
+
+
+def _field_comments(schema: type) -> dict[str, str]:
+    """The `# ...` comment after each field of a schema dataclass (its one-line doc)."""
+    try:
+        lines = inspect.getsource(schema).splitlines()
+    except (OSError, TypeError):
+        return {}
+    out = {}
+    for line in lines:
+        match = re.match(r"\s+(\w+):[^#]*#\s*(.*)$", line)
+        if match:
+            out[match.group(1)] = match.group(2).strip()
+    return out
+
+
+def _schema_lines(schema: type, prefix: str = "") -> list[str]:
+    comments = _field_comments(schema)
+    rows = []
+    for f in fields(schema):
+        if dataclasses.is_dataclass(f.type if isinstance(f.type, type) else None) or (
+            f.default_factory is not dataclasses.MISSING and dataclasses.is_dataclass(f.default_factory())
+        ):
+            rows += _schema_lines(type(f.default_factory()), f"{prefix}{f.name}.")
+            continue
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = None
+        shown = "(required)" if default is MISSING else "null" if default is None else str(default).replace(" ", "")
+        doc = comments.get(f.name, "")
+        rows.append(f"  {prefix}{f.name}={shown}" + (f"  # {doc}" if doc else ""))
+    return rows
+
+
+def _train_sections() -> list[str]:
+    """train.yaml's top-level keys and sections with their defaults and comments."""
+    rows = []
+    for line in (CONFIG_DIR / "train.yaml").read_text().splitlines():
+        match = re.match(r"(\w+):\s*([^#]*?)\s*(?:#\s*(.*))?$", line)
+        if not match:
+            continue
+        key, value, doc = match.group(1), match.group(2), match.group(3) or ""
+        if not value:
+            section = next((f for f in fields(TrainConfig) if f.name == key), None)
+            if section is not None and dataclasses.is_dataclass(section.default_factory()):
+                doc = (doc + "; " if doc else "") + "keys: " + ", ".join(f.name for f in fields(section.default_factory()))
+        shown = f"{key}={value}" if value else f"{key}.*"
+        rows.append(f"  {shown:<24}" + (f"  # {doc}" if doc else ""))
+    return rows
+
+
+def command_help(usage: str, schema: type | None = None, *, example: str, train: bool = False) -> str:
+    """The text `-h`/`--help` prints for a command: usage, its keys with defaults, an example, the docs."""
+    parts = [usage.strip(), ""]
+    if schema is not None:
+        parts += ["keys (key=value; default after =):", *_schema_lines(schema), ""]
+    if train:
+        parts += ["keys (OmegaConf dotlist key=value; sections hold more keys):", *_train_sections(), ""]
+    parts += [f"example: {example}", DOCS_HINT]
+    return "\n".join(parts)

@@ -27,10 +27,17 @@ class EnvWorkerError(TrainingStopped):
     """A sub-environment's worker process died or its env raised."""
 
 
-def run_cli(main: Callable[[list[str]], None], argv: list[str] | None = None) -> None:
+HELP_FLAGS = ("-h", "--help")
+
+
+def run_cli(main: Callable[[list[str]], None], argv: list[str] | None = None, *, help: Callable[[], str] | None = None) -> None:
     """Run a command's main: a UserError becomes one `error: ...` line on stderr and exit status 2,
-    a TrainingStopped the same with exit status 1."""
+    a TrainingStopped the same with exit status 1. `-h`/`--help` anywhere prints `help()` (the
+    command's usage and keys, see config.command_help) and exits 0 without running anything."""
     argv = sys.argv[1:] if argv is None else argv
+    if help is not None and any(arg in HELP_FLAGS for arg in argv):
+        print(help())
+        sys.exit(0)
     try:
         main(argv)
     except UserError as exc:

@@ -10,15 +10,85 @@ chosen perturbations, starting from the run's training randomization with eval.r
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from ppo_control.api import EVAL_FILE, evaluate
-from ppo_control.config import EvaluateArgs, parse_command_args
-from ppo_control.errors import run_cli
+from omegaconf import DictConfig, OmegaConf
+
+from ppo_control.config import ConfigError, EvaluateArgs, command_help, evaluation_randomize_section, parse_command_args
+from ppo_control.errors import UserError, run_cli
+from ppo_control.run_layout import checkpoint_to_load
+
+EVAL_FILE = "eval.json"
+
+
+def evaluate_run(args: DictConfig) -> dict[str, Any]:
+    """Evaluate the run `args` (EvaluateArgs, parsed) describe and write <run>/eval.json; returns its content."""
+    if args.episodes < 1:
+        raise ConfigError(f"evaluate: episodes={args.episodes} is not allowed: episodes must be >= 1")
+    checkpoint = checkpoint_to_load(args.run, args.checkpoint)
+    import torch  # heavy imports after the arguments and paths check out
+
+    from ppo_control.checkpoint import atomic_write
+    from ppo_control.envs import capabilities
+    from ppo_control.evaluation import EVAL_SEED_OFFSET, evaluate_episodes, make_eval_envs
+    from ppo_control.observations import needs_privileged
+    from ppo_control.randomization import Randomization
+    from ppo_control.runs import load_run
+    from ppo_control.trainer import resolve_device
+    from ppo_control.video import check_can_record, record_run_videos
+
+    loaded = load_run(args.run, checkpoint)
+    cfg, step = loaded.cfg, int(loaded.state["step"])
+    seed = args.seed if args.seed is not None else cfg.seed + EVAL_SEED_OFFSET
+    use_run = cfg.eval.randomize if args.eval.randomize is None else args.eval.randomize
+    section = evaluation_randomize_section(cfg, use_run, args.randomize)
+    randomization = Randomization.from_config(section)
+    # An MJX task simulates on the GPU when there is one (its CPU simulation is slow); others on the host.
+    device = resolve_device("auto") if capabilities(cfg.env.backend).device_resident else torch.device("cpu")
+    if args.video:
+        check_can_record(cfg.env)  # before the episodes are played
+    envs = make_eval_envs(cfg.env, args.episodes, randomization, needs_privileged(cfg.policy), str(device))
+    try:
+        evaluation = evaluate_episodes(loaded.policy.to(device), envs, args.episodes, seed, device, deterministic=args.deterministic)
+    finally:
+        envs.close()
+    returns, lengths = evaluation.returns, evaluation.lengths
+    videos = []
+    if args.video:
+        videos = record_run_videos(loaded.policy, cfg, loaded.name, step, seed, device, randomization, args.video_dir)
+    result = {
+        "run": str(loaded.run_dir),
+        "checkpoint": str(loaded.checkpoint_path),
+        "step": step,
+        "task": cfg.task,
+        "env_id": cfg.env.id,
+        "episodes": args.episodes,
+        "seed": seed,
+        "deterministic": args.deterministic,
+        "randomize": OmegaConf.to_container(section) if randomization else None,
+        "return_mean": float(returns.mean()),
+        "return_std": float(returns.std()),
+        "return_min": float(returns.min()),
+        "return_max": float(returns.max()),
+        "length_mean": float(lengths.mean()),
+        # episodes that ended by termination (a fall) before the time limit
+        "fall_rate": float(evaluation.terminated.mean()),
+        # each per-step diagnostic's mean over the episodes' steps: reward/<term>, tracking_error_lin (m/s), tracking_error_ang (rad/s)
+        "diagnostics": evaluation.diagnostics,
+        "returns": returns.tolist(),
+        "lengths": lengths.tolist(),
+        "videos": videos,
+    }
+    path = loaded.run_dir / EVAL_FILE
+    try:
+        atomic_write(path, lambda tmp: tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror}") from None
+    return result
 
 
 def main(argv: list[str]) -> None:
-    args = parse_command_args(EvaluateArgs, argv, "evaluate")
-    result = evaluate(**args)
+    result = evaluate_run(parse_command_args(EvaluateArgs, argv, "evaluate"))
     mode = "deterministic (mean action)" if result["deterministic"] else "stochastic (sampled actions)"
     print(f"run         {result['run']}")
     print(f"checkpoint  {result['checkpoint']} (step {result['step']:,})")
@@ -50,4 +120,6 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    run_cli(main)
+    run_cli(
+        main, help=lambda: command_help(__doc__, EvaluateArgs, example="python -m ppo_control.evaluate run=runs/Hopper/<run> episodes=5")
+    )

@@ -17,7 +17,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from ppo_control.config import ConfigError, ExportArgs, Overrides, parse_command_args
+from ppo_control.config import ConfigError, ExportArgs, Overrides, command_help, parse_command_args
 from ppo_control.errors import UserError, run_cli
 from ppo_control.run_layout import checkpoint_to_load
 
@@ -300,4 +300,4 @@ def usage_hint(out: Path, fmt: str, obs_dim: int, stateful: bool = False) -> str
 
 
 if __name__ == "__main__":
-    run_cli(main)
+    run_cli(main, help=lambda: command_help(__doc__, ExportArgs, example="python -m ppo_control.export run=runs/Hopper/<run> format=onnx"))

@@ -16,7 +16,7 @@ from ppo_control.errors import UserError
 from ppo_control.history import ObservationHistory
 
 
-class Policy:
+class LoadedPolicy:
     """The deterministic policy: `policy(obs)` maps a raw observation, [obs_dim] or [batch, obs_dim],
     to the clipped mean action of the same leading shape (float32 numpy).
 
@@ -57,10 +57,10 @@ class Policy:
             self._reset()
 
     def __repr__(self) -> str:
-        return f"Policy(obs_dim={self.obs_dim}, action_dim={self.action_dim}, history={self.history}, source='{self.source}')"
+        return f"LoadedPolicy(obs_dim={self.obs_dim}, action_dim={self.action_dim}, history={self.history}, source='{self.source}')"
 
 
-def load_policy(path: Path, checkpoint: str | None = None) -> Policy:
+def load_policy(path: Path, checkpoint: str | None = None) -> LoadedPolicy:
     """A run directory, a training checkpoint, or an exported TorchScript/ONNX file."""
     if path.is_dir():
         return _from_run(path, checkpoint)
@@ -82,7 +82,7 @@ def _is_torchscript(path: Path) -> bool:
         return False
 
 
-def _from_run(run_dir: Path, checkpoint: str | None) -> Policy:
+def _from_run(run_dir: Path, checkpoint: str | None) -> LoadedPolicy:
     from ppo_control.runs import load_run
 
     loaded = load_run(run_dir, checkpoint)
@@ -113,10 +113,10 @@ def _from_run(run_dir: Path, checkpoint: str | None) -> Policy:
         history.stacked = None
 
     metadata = {"task": str(loaded.cfg.task), "env_id": str(loaded.cfg.env.id), "step": int(loaded.state["step"])}
-    return Policy(act, obs_dim, loaded.env_info.action_dim, loaded.checkpoint_path, metadata, reset, policy.actor_history)
+    return LoadedPolicy(act, obs_dim, loaded.env_info.action_dim, loaded.checkpoint_path, metadata, reset, policy.actor_history)
 
 
-def load_torchscript(path: Path) -> Policy:
+def load_torchscript(path: Path) -> LoadedPolicy:
     """An exported TorchScript file, through plain torch.jit.load (its state lives in the module)."""
     from ppo_control.deploy import METADATA_FILE
 
@@ -134,10 +134,10 @@ def load_torchscript(path: Path) -> Policy:
 
     history = int(getattr(module, "history", 1))  # exports older than history support have none
     reset = module.reset if hasattr(module, "reset") else None
-    return Policy(act, int(module.obs_dim), int(module.action_dim), path, json.loads(extra[METADATA_FILE] or "{}"), reset, history)
+    return LoadedPolicy(act, int(module.obs_dim), int(module.action_dim), path, json.loads(extra[METADATA_FILE] or "{}"), reset, history)
 
 
-def load_onnx(path: Path) -> Policy:
+def load_onnx(path: Path) -> LoadedPolicy:
     """An exported ONNX file through onnxruntime; its state (history, recurrent state) is fed back
     from call to call here, as a controller would: at an episode start the first observation
     repeated as history and a zero recurrent state."""
@@ -165,4 +165,4 @@ def load_onnx(path: Path) -> Policy:
         state.update(zip(state_inputs, next_state))
         return action[0] if obs.ndim == 1 else action
 
-    return Policy(act, int(metadata["obs_dim"]), int(metadata["action_dim"]), path, metadata, state.clear, history)
+    return LoadedPolicy(act, int(metadata["obs_dim"]), int(metadata["action_dim"]), path, metadata, state.clear, history)

@@ -26,7 +26,7 @@ import numpy as np
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from ppo_control.config import RESUME_CHANGEABLE, ConfigError, parse_command_args, saved_run_config
+from ppo_control.config import RESUME_CHANGEABLE, ConfigError, command_help, parse_command_args, saved_run_config
 from ppo_control.errors import UserError, run_cli
 from ppo_control.metrics import ARCHIVED_METRICS_FILE, METRICS_FILE
 from ppo_control.resources import CONFIG_DIR
@@ -552,4 +552,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    run_cli(main)
+    run_cli(main, help=lambda: command_help(__doc__, PlotArgs, example="python -m ppo_control.plot runs/Hopper x=time"))

@@ -267,14 +267,23 @@ def ppo_update(
     return stats
 
 
+def _adam(parameters: list[nn.Parameter], learning_rate: float) -> torch.optim.Adam:
+    """Adam with fused=True (one kernel for all parameters instead of a loop of small ops) where
+    the installed torch supports it for these parameters' device (CPU: torch >= 2.4), else the
+    default implementation, which computes the same update."""
+    try:
+        return torch.optim.Adam(parameters, lr=learning_rate, eps=1e-5, fused=True)
+    except (RuntimeError, TypeError, ValueError):
+        return torch.optim.Adam(parameters, lr=learning_rate, eps=1e-5)
+
+
 class PPOLearner:
     """The policy's optimizer and learning-rate schedule; `update(batch, step)` is one PPO update."""
 
     def __init__(self, policy: nn.Module, hp, total_steps: int, generator: torch.Generator, sync: Distributed | None = None):
         self.policy, self.hp, self.total_steps, self.generator = policy, hp, total_steps, generator
         self.sync = sync or Distributed()
-        # fused: one kernel for all parameters instead of a loop of small ops
-        self.optimizer = torch.optim.Adam(policy.parameters(), lr=hp.learning_rate, eps=1e-5, fused=True)
+        self.optimizer = _adam(list(policy.parameters()), hp.learning_rate)
 
     def gamma(self, step: int) -> float:
         """The discount the rollout collected at `step` is prepared with (`ppo.gamma_end`). A short

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ppo_control.config import ConfigError, RobustnessArgs, parse_command_args
+from ppo_control.config import ConfigError, RobustnessArgs, command_help, parse_command_args
 from ppo_control.errors import UserError, run_cli
 from ppo_control.plot import save_figure
 from ppo_control.run_layout import checkpoint_to_load
@@ -167,4 +167,7 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    run_cli(main)
+    run_cli(
+        main,
+        help=lambda: command_help(__doc__, RobustnessArgs, example="python -m ppo_control.robustness run=runs/Hopper/<run> episodes=3"),
+    )

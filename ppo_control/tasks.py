@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ppo_control.config import available_tasks, compose
+from ppo_control.config import available_tasks, command_help, compose
 from ppo_control.errors import UserError, run_cli
 from ppo_control.resources import TASKS_DIR
 
@@ -67,4 +67,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    run_cli(main)
+    run_cli(main, help=lambda: command_help(__doc__, example="python -m ppo_control.tasks"))

@@ -135,7 +135,7 @@ class Trainer:
             cfg.run_dir = self.dist.broadcast_object(cfg.run_dir)  # rank 0's timestamp names the run
         # torch_threads=0: one thread while collecting (the env workers have the cores then; one
         # small forward pass gains nothing from more), every core for the update unless its
-        # minibatches are small (small updates ran faster on one thread; README, Speed).
+        # minibatches are small (small updates ran faster on one thread; docs/training.md, Speed).
         minibatch_size = cfg.env.n_envs * cfg.ppo.rollout_steps // cfg.ppo.minibatches
         self.collect_threads = cfg.torch_threads or 1
         self.update_threads = cfg.torch_threads or (1 if minibatch_size < MULTITHREAD_MINIBATCH else usable_cores())

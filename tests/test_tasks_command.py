@@ -70,7 +70,7 @@ def test_tasks_command_prints_one_row_per_task(tmp_path):
         assert table[name][:5] == [env_id, "gymnasium", "policy", str(obs_dim), str(action_dim)]
 
 
-@pytest.mark.parametrize("args", [["Hopper"], ["task=Hopper"], ["--help"]])
+@pytest.mark.parametrize("args", [["Hopper"], ["task=Hopper"], ["--verbose"]])
 def test_tasks_command_rejects_arguments_in_one_line(args):
     result = run_module("ppo_control.tasks", *args)
     assert result.returncode == 2

@@ -86,7 +86,7 @@ def test_periodic_checkpoints_are_pruned(tmp_path):
 @pytest.mark.parametrize("backend", ["gymnasium", "envpool"])
 def test_same_seed_same_metrics(tmp_path, backend):
     """A seed's run repeats number for number on one machine, with envpool's thread pool too (the
-    benchmarks' runs are envpool runs; across machines the floats may differ, README Results)."""
+    benchmarks' runs are envpool runs; across machines the floats may differ, docs/benchmarks.md)."""
     settings = [*TINY, f"env.backend={backend}", "env.num_threads=2"]
     rows = []
     for name in ("a", "b"):
