@@ -110,7 +110,8 @@ def main(argv: list[str]) -> None:
         entry: dict[str, Any] = {"ours": rel(args["ours"][seed]), "rsl_rl": rel(args["rsl_rl"][seed])}
         for name, curve in (("ours", ours), ("rsl_rl", theirs)):
             entry[f"{name}_final"] = {k: curve[k][-1] for k in ("step", "seconds", "return", "tracking_lin", "tracking_ang", "fall_rate")}
-            entry[f"{name}_to_tracking"] = dict(zip(("seconds", "steps"), first_reaching(curve, "tracking_lin", threshold, below=True, max_falls=max_falls)))
+            to_tracking = first_reaching(curve, "tracking_lin", threshold, below=True, max_falls=max_falls)
+            entry[f"{name}_to_tracking"] = dict(zip(("seconds", "steps"), to_tracking))
             entry[f"{name}_to_rsl_rl_final_return"] = dict(zip(("seconds", "steps"), first_reaching(curve, "return", target, below=False)))
         seeds.append(entry)
 
