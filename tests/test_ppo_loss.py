@@ -192,3 +192,26 @@ def test_written_out_gaussian_matches_torch_distributions():
     torch.testing.assert_close(log_prob, reference.log_prob(actions).sum(-1))
     torch.testing.assert_close(entropy, reference.entropy().sum(-1))
     torch.testing.assert_close(value, policy.critic(obs).squeeze(-1))
+
+
+def test_adam_falls_back_where_torch_has_no_fused_kernel(monkeypatch):
+    """Older torch (< 2.4) refuses fused=True on CPU at construction: the learner still gets Adam,
+    the default implementation, with the same settings."""
+    import torch
+
+    from ppo_control import ppo
+
+    real_adam = torch.optim.Adam
+
+    def old_torch_adam(params, **kwargs):
+        if kwargs.get("fused"):
+            raise RuntimeError("`fused=True` requires all the params to be floating point Tensors of supported devices")
+        return real_adam(params, **kwargs)
+
+    monkeypatch.setattr(torch.optim, "Adam", old_torch_adam)
+    parameters = [torch.nn.Parameter(torch.zeros(3))]
+    optimizer = ppo._adam(parameters, 1e-3)
+    assert isinstance(optimizer, real_adam)
+    assert not optimizer.defaults["fused"] and optimizer.defaults["lr"] == 1e-3 and optimizer.defaults["eps"] == 1e-5
+    monkeypatch.setattr(torch.optim, "Adam", real_adam)
+    assert ppo._adam(parameters, 1e-3).defaults["fused"]
