@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, TINY
 
 README = ROOT / "README.md"
 GETTING_STARTED = ROOT / "docs" / "getting-started.md"
@@ -79,3 +79,50 @@ def test_each_readme_command_answers_help(cmd):
 
 def test_the_readme_runs_every_command():
     assert set(_readme_bash_commands()) >= {"train", "evaluate", "export", "robustness", "plot", "benchmark", "tasks"}
+
+
+# What each first-run command gets appended so it runs in seconds; the command as shown stays intact.
+SHORT = {
+    "train": [*TINY, "total_steps=256", "eval.episodes=1", "eval.video_width=64", "eval.video_height=64"],
+    "evaluate": ["episodes=1"],
+}
+
+
+def _concrete_commands(text: str) -> list[str]:
+    """The concrete `python -m ppo_control.<cmd> ...` lines (no <placeholders> or [options]) of the
+    text's bash blocks, in order, comments and `pip install` steps dropped."""
+    lines = []
+    for block in BASH_BLOCK.findall(text):
+        for line in block.splitlines():
+            command = line.split("#", 1)[0].split("&&")[-1].strip()
+            if command.startswith("python -m ppo_control.") and "<" not in command and "[" not in command:
+                lines.append(command)
+    return lines
+
+
+def first_run_commands() -> list[str]:
+    """The README's "First run" section, then the Getting started page, each distinct command once."""
+    readme = README.read_text()
+    section = readme[readme.index("## First run") :]
+    section = section[: section.index("\n## ", 1)]
+    commands = []
+    for command in _concrete_commands(section) + _concrete_commands(GETTING_STARTED.read_text()):
+        if command not in commands:
+            commands.append(command)
+    return commands
+
+
+@pytest.mark.slow
+def test_first_run_commands_run(tmp_path):
+    """The first run as a newcomer types it: train, evaluate with a video, export (TorchScript and
+    ONNX), in one directory, with a short budget (and small video frames) added to train and evaluate."""
+    commands = first_run_commands()
+    shown = " ".join(commands)
+    assert "ppo_control.train" in shown and "video=true" in shown and "format=onnx" in shown
+    for command in commands:
+        argv = command.split()[2:]  # after `python -m`
+        module = argv[0].removeprefix("ppo_control.")
+        result = subprocess.run(
+            [sys.executable, "-m", *argv, *SHORT.get(module, [])], cwd=tmp_path, capture_output=True, text=True, timeout=300
+        )
+        assert result.returncode == 0, f"{command}:\n{result.stderr[-2000:]}"
