@@ -1,6 +1,6 @@
 """The Python API: train, evaluate, export and load policies from scripts and notebooks.
 
-The same config system and checks as the commands (which are thin wrappers over these functions):
+The same config system and checks as the commands, which run the same functions:
 overrides are Python values, keys dotted or nested, and every mistake raises `UserError` with the
 one-line message the command line prints. A command's logic lives in its own module
 (`ppo_control.train`, `.evaluate`, `.export`, `.robustness`); each function here parses its Python
