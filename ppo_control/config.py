@@ -715,39 +715,51 @@ def _field_comments(schema: type) -> dict[str, str]:
     return out
 
 
-def _schema_lines(schema: type, prefix: str = "") -> list[str]:
-    comments = _field_comments(schema)
-    rows = []
+def schema_keys(schema: type, prefix: str = "") -> list[tuple[str, Any, str]]:
+    """(dotted key, default value, field comment) of each key of a command's schema dataclass,
+    nested sections flattened; a required key's default is MISSING."""
+    comments, rows = _field_comments(schema), []
     for f in fields(schema):
-        if dataclasses.is_dataclass(f.type if isinstance(f.type, type) else None) or (
-            f.default_factory is not dataclasses.MISSING and dataclasses.is_dataclass(f.default_factory())
-        ):
-            rows += _schema_lines(type(f.default_factory()), f"{prefix}{f.name}.")
+        if f.default_factory is not dataclasses.MISSING and dataclasses.is_dataclass(f.default_factory()):
+            rows += schema_keys(type(f.default_factory()), f"{prefix}{f.name}.")
             continue
         if f.default is not dataclasses.MISSING:
             default = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            default = f.default_factory()
         else:
-            default = None
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else None
+        rows.append((prefix + f.name, default, comments.get(f.name, "")))
+    return rows
+
+
+def train_yaml_keys() -> list[tuple[str, str, str]]:
+    """(dotted key, default as written, `#` comment) of every key line of configs/train.yaml, in
+    file order; a section's own line has an empty default."""
+    rows, stack = [], []
+    for line in (CONFIG_DIR / "train.yaml").read_text().splitlines():
+        match = re.match(r"(\s*)(\w+):\s*([^#]*?)\s*(?:#\s*(.*))?$", line)
+        if match:
+            stack = [*stack[: len(match.group(1)) // 2], match.group(2)]
+            rows.append((".".join(stack), match.group(3), (match.group(4) or "").strip()))
+    return rows
+
+
+def _schema_lines(schema: type) -> list[str]:
+    rows = []
+    for key, default, doc in schema_keys(schema):
         shown = "(required)" if default is MISSING else "null" if default is None else str(default).replace(" ", "")
-        doc = comments.get(f.name, "")
-        rows.append(f"  {prefix}{f.name}={shown}" + (f"  # {doc}" if doc else ""))
+        rows.append(f"  {key}={shown}" + (f"  # {doc}" if doc else ""))
     return rows
 
 
 def _train_sections() -> list[str]:
     """train.yaml's top-level keys and sections with their defaults and comments."""
+    sections = {f.name: f for f in fields(TrainConfig)}
     rows = []
-    for line in (CONFIG_DIR / "train.yaml").read_text().splitlines():
-        match = re.match(r"(\w+):\s*([^#]*?)\s*(?:#\s*(.*))?$", line)
-        if not match:
+    for key, value, doc in train_yaml_keys():
+        if "." in key:
             continue
-        key, value, doc = match.group(1), match.group(2), match.group(3) or ""
-        if not value:
-            section = next((f for f in fields(TrainConfig) if f.name == key), None)
-            if section is not None and dataclasses.is_dataclass(section.default_factory()):
-                doc = (doc + "; " if doc else "") + "keys: " + ", ".join(f.name for f in fields(section.default_factory()))
+        if not value and key in sections and dataclasses.is_dataclass(sections[key].default_factory()):
+            doc = (doc + "; " if doc else "") + "keys: " + ", ".join(f.name for f in fields(sections[key].default_factory()))
         shown = f"{key}={value}" if value else f"{key}.*"
         rows.append(f"  {shown:<24}" + (f"  # {doc}" if doc else ""))
     return rows

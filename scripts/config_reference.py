@@ -9,8 +9,6 @@ what this writes, so the reference cannot drift from the code.
 
 from __future__ import annotations
 
-import dataclasses
-import re
 import sys
 from pathlib import Path
 
@@ -27,35 +25,19 @@ task=<T> --help` lists the keys, and a run's `config.yaml` holds every value it 
 """
 
 
-def train_keys() -> list[tuple[str, str, str]]:
-    """(dotted key, default as written, comment) for every line of configs/train.yaml that sets a key."""
-    from ppo_control.resources import CONFIG_DIR
+def command_keys(schema: type) -> list[tuple[str, str, str]]:
+    """(key, default as the page shows it, description) of a command's schema. A `randomize.*` key
+    without its own comment is the training key of that name: its description."""
+    from omegaconf import MISSING
 
-    rows, stack = [], []
-    for line in (CONFIG_DIR / "train.yaml").read_text().splitlines():
-        match = re.match(r"(\s*)(\w+):\s*([^#]*?)\s*(?:#\s*(.*))?$", line)
-        if match:
-            stack = [*stack[: len(match.group(1)) // 2], match.group(2)]
-            rows.append((".".join(stack), match.group(3), (match.group(4) or "").strip()))
-    return rows
+    from ppo_control.config import schema_keys, train_yaml_keys
 
-
-def command_keys(schema: type, prefix: str = "") -> list[tuple[str, str, str]]:
-    """(key, default, field comment) of a command's schema dataclass, nested sections dotted. A
-    `randomize.*` key without its own comment is the training key of that name: its description."""
-    from ppo_control.config import _field_comments
-
-    comments, rows = _field_comments(schema), []
-    if prefix == "randomize.":
-        trained = {key: doc for key, _, doc in train_keys()}
-        comments = {f.name: comments.get(f.name) or trained.get(prefix + f.name, "") for f in dataclasses.fields(schema)}
-    for field in dataclasses.fields(schema):
-        if field.default_factory is not dataclasses.MISSING and dataclasses.is_dataclass(field.default_factory()):
-            rows += command_keys(type(field.default_factory()), f"{prefix}{field.name}.")
-            continue
-        default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
-        shown = "(required)" if str(default) == "???" else "null" if default is None else str(default)
-        rows.append((prefix + field.name, shown, comments.get(field.name, "")))
+    trained = {key: doc for key, _, doc in train_yaml_keys()}
+    rows = []
+    for key, default, doc in schema_keys(schema):
+        if not doc and key.startswith("randomize."):
+            doc = trained.get(key, "")
+        rows.append((key, "(required)" if default is MISSING else "null" if default is None else str(default), doc))
     return rows
 
 
@@ -68,12 +50,12 @@ def table(rows: list[tuple[str, str, str]]) -> list[str]:
 
 def render() -> str:
     from ppo_control.benchmark import BenchmarkArgs
-    from ppo_control.config import EvaluateArgs, ExportArgs, RobustnessArgs
+    from ppo_control.config import EvaluateArgs, ExportArgs, RobustnessArgs, train_yaml_keys
     from ppo_control.plot import PlotArgs
 
     lines = [HEADER, "## train", "", "`python -m ppo_control.train task=<T> [key=value ...]`", ""]
     sections: dict[str, list[tuple[str, str, str]]] = {}
-    for key, default, doc in train_keys():
+    for key, default, doc in train_yaml_keys():
         sections.setdefault(key.split(".")[0] if "." in key or not default else "", []).append((key, default, doc))
     for name, rows in sections.items():
         heading = []
