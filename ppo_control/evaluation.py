@@ -8,11 +8,11 @@ import numpy as np
 import torch
 
 from ppo_control.envs import VecEnv, make_vec_env, reference_backend
+from ppo_control.envs.base import MAX_EVAL_ENVS
 from ppo_control.history import ObservationHistory
 from ppo_control.policy import ActorCritic
 from ppo_control.randomization import Randomization
 
-MAX_EVAL_ENVS = 16
 EVAL_SEED_OFFSET = 1_000_000  # evaluation envs never share seeds with training envs
 
 

@@ -165,6 +165,7 @@ def test_env_kwargs_reach_envpool_and_show_in_the_contract():
         (["randomize.friction=[0.5,1.5]"], "error: randomize.friction: task Go1JoystickFlatTerrain-v1 runs on envpool, which cannot"),
         (["eval.video=true"], "error: eval.video=true: task Go1JoystickFlatTerrain-v1 runs on envpool, whose robot tasks cannot render"),
         (["policy.critic_obs=[policy,privileged_state]"], "error: policy.critic_obs: unknown observation group 'privileged_state'"),
+        (["env.n_envs=100000"], "error: env.n_envs=100000: Go1JoystickFlatTerrain-v1's pools need about"),
     ],
 )
 def test_robot_task_refusals_are_one_line_and_leave_no_run(tmp_path, overrides, message):
@@ -173,6 +174,46 @@ def test_robot_task_refusals_are_one_line_and_leave_no_run(tmp_path, overrides, 
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith(message) and result.stderr.count("\n") == 1, result.stderr
     assert not run.exists()
+
+
+def test_the_memory_check_advises_the_largest_pool_that_fits(monkeypatch):
+    from ppo_control.envs import envpool_backend
+    from ppo_control.errors import UserError
+
+    per_env = envpool_backend.sub_env_bytes("Go1JoystickFlatTerrain-v1") * envpool_backend.POOL_MEMORY_MARGIN
+    monkeypatch.setattr(envpool_backend, "available_memory_bytes", lambda: 10e9)
+    with pytest.raises(UserError, match=r"use env.n_envs=(\d+) or fewer") as refused:
+        envpool_backend.check_pool_memory("Go1JoystickFlatTerrain-v1", 256, 16)
+    fits = int(refused.value.args[0].split("use env.n_envs=")[1].split()[0])
+    assert (fits + 16) * per_env <= 10e9 < (fits + 17) * per_env
+    envpool_backend.check_pool_memory("Go1JoystickFlatTerrain-v1", fits, 16)  # the advice is accepted
+    monkeypatch.setattr(envpool_backend, "available_memory_bytes", lambda: None)
+    envpool_backend.check_pool_memory("Go1JoystickFlatTerrain-v1", 10**6, 16)  # nothing to check against
+
+
+POOL_GROWTH = """
+import os, sys, envpool
+def resident():
+    return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+before = resident()
+pool = envpool.make_gymnasium("Go1JoystickFlatTerrain-v1", num_envs=int(sys.argv[1]), num_threads=1, seed=0)
+pool.reset()
+print(resident() - before)
+"""
+
+
+@pytest.mark.slow
+def test_the_memory_estimate_is_what_a_pool_holds_per_sub_env():
+    import subprocess
+    import sys
+
+    from ppo_control.envs import envpool_backend
+
+    def pool_bytes(n):  # each pool in a fresh process: freed memory is not handed back to the next
+        return int(subprocess.run([sys.executable, "-c", POOL_GROWTH, str(n)], capture_output=True, text=True, check=True).stdout)
+
+    measured = (pool_bytes(24) - pool_bytes(8)) / 16
+    assert 0.8 < measured / envpool_backend.sub_env_bytes("Go1JoystickFlatTerrain-v1") < 1.3
 
 
 def test_missing_asset_package_names_the_pip_command(monkeypatch):

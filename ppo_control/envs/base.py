@@ -16,6 +16,9 @@ import numpy as np
 
 from ppo_control.observations import POLICY, Groups
 
+# The most sub-envs an evaluation runs at once (its episodes beyond that run in turn).
+MAX_EVAL_ENVS = 16
+
 
 @dataclass(frozen=True)
 class Capabilities:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -91,6 +92,49 @@ def check_robot_task(env_id: str, kwargs: dict[str, Any]) -> None:
     unknown = sorted(key for key in kwargs if key not in valid)
     if unknown:
         raise UserError(f"env.kwargs.{unknown[0]}: {env_id} has no such option; valid options: {', '.join(valid)}")
+
+
+# What a pool holds beyond its sub-envs' models and data (threads, queues, the observation buffers).
+POOL_MEMORY_MARGIN = 1.1
+
+
+def sub_env_bytes(env_id: str) -> int:
+    """The memory of one sub-env of a robot task's pool: envpool gives every sub-env its own copy of
+    the MuJoCo model and data, and a Playground robot's model carries its meshes (tens of MB)."""
+    import mujoco
+
+    model = playground.load_model(playground.robot_task(env_id))
+    return int(model.nbuffer + mujoco.MjData(model).nbuffer)
+
+
+def available_memory_bytes() -> int | None:
+    """MemAvailable of /proc/meminfo (None where there is none: not Linux)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def check_pool_memory(env_id: str, n_train: int, n_eval: int) -> None:
+    """One line, before anything is built, where the training and evaluation pools of a robot task
+    would not fit in the memory this machine has free: the out-of-memory killer would end the run
+    minutes in, without a word."""
+    available = available_memory_bytes()
+    if available is None:
+        return
+    per_env = sub_env_bytes(env_id) * POOL_MEMORY_MARGIN
+    if (n_train + n_eval) * per_env <= available:
+        return
+    fits = int(available // per_env) - n_eval
+    advice = f"use env.n_envs={fits} or fewer" if fits >= 1 else "free memory or use a machine with more"
+    raise UserError(
+        f"env.n_envs={n_train}: {env_id}'s pools need about {(n_train + n_eval) * per_env / 1e9:.1f} GB "
+        f"({per_env / 1e6:.0f} MB per sub-env, {n_train} for training and {n_eval} for evaluation; envpool copies "
+        f"the robot's model into every sub-env) and this machine has {available / 1e9:.1f} GB available; {advice}"
+    )
 
 
 class EnvpoolVecEnv:

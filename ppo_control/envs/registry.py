@@ -17,7 +17,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from ppo_control.envs import envpool_backend, gymnasium_backend
-from ppo_control.envs.base import Capabilities, VecEnv, usable_cores
+from ppo_control.envs.base import MAX_EVAL_ENVS, Capabilities, VecEnv, usable_cores
 from ppo_control.errors import UserError
 from ppo_control.randomization import Randomization
 
@@ -81,6 +81,7 @@ def check_run(cfg) -> None:
         return
     kwargs = OmegaConf.to_container(cfg.env.kwargs) if cfg.env.kwargs else {}
     check_robot_request(env_id, cfg.env.backend, kwargs, Randomization.from_config(cfg.randomize))
+    envpool_backend.check_pool_memory(env_id, int(cfg.env.n_envs), min(int(cfg.eval.episodes), MAX_EVAL_ENVS))
     if cfg.eval.randomize:
         raise UserError(f"eval.randomize=true: task {env_id} runs on envpool, which cannot randomize its robot; use false")
     if cfg.eval.video:
