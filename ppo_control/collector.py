@@ -16,6 +16,7 @@ import torch
 
 from ppo_control.checkpoint import to_numpy, to_tensors
 from ppo_control.envs import StepResult, VecEnv
+from ppo_control.envs.base import diagnostic_means
 from ppo_control.errors import NonFiniteError
 from ppo_control.history import ObservationHistory
 from ppo_control.normalization import RewardScaler
@@ -117,7 +118,7 @@ class RolloutCollector:
                 self.history.step(result.obs, done)
                 self.state = policy.continue_state(self.state, done)
             rollout.last_values = policy.value(policy.normalize(torch.from_numpy(self.obs).to(device)))
-        rollout.diagnostics = {key: total / (storage.num_steps * self.envs.num_envs) for key, total in sums.items()}
+        rollout.diagnostics = diagnostic_means(sums, storage.num_steps * self.envs.num_envs)
         return rollout
 
     def _store_truncation_values(self, t: int, result: StepResult) -> None:

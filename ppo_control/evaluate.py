@@ -15,6 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ppo_control.config import ConfigError, EvaluateArgs, command_help, evaluation_randomize_section, parse_command_args
+from ppo_control.envs.envpool_backend import RESPONSE_MIN_COMMAND
 from ppo_control.errors import UserError, run_cli
 from ppo_control.run_layout import checkpoint_to_load
 
@@ -73,7 +74,8 @@ def evaluate_run(args: DictConfig) -> dict[str, Any]:
         "length_mean": float(lengths.mean()),
         # episodes that ended by termination (a fall) before the time limit
         "fall_rate": float(evaluation.terminated.mean()),
-        # each per-step diagnostic's mean over the episodes' steps: reward/<term>, tracking_error_lin (m/s), tracking_error_ang (rad/s)
+        # each per-step diagnostic's mean over the episodes' steps: reward/<term>, tracking_error_lin (m/s),
+        # tracking_error_ang (rad/s); response/<direction>: speed reached / speed commanded that way
         "diagnostics": evaluation.diagnostics,
         "returns": returns.tolist(),
         "lengths": lengths.tolist(),
@@ -108,6 +110,10 @@ def main(argv: list[str]) -> None:
             f"tracking    {diagnostics['tracking_error_lin']:.3f} m/s (planar velocity), "
             f"{diagnostics['tracking_error_ang']:.3f} rad/s (yaw rate)"
         )
+    response = {key[len("response/") :]: value for key, value in diagnostics.items() if key.startswith("response/")}
+    if response:
+        print("response    " + "  ".join(f"{name} {value:.2f}" for name, value in response.items()))
+        print(f"            (speed reached / speed commanded, on steps commanding at least {RESPONSE_MIN_COMMAND} m/s or rad/s that way)")
     terms = {key[len("reward/") :]: value for key, value in diagnostics.items() if key.startswith("reward/")}
     if terms:
         width = max(len(name) for name in terms)

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ppo_control.envs import VecEnv, make_vec_env, reference_backend
-from ppo_control.envs.base import MAX_EVAL_ENVS
+from ppo_control.envs.base import MAX_EVAL_ENVS, diagnostic_means
 from ppo_control.history import ObservationHistory
 from ppo_control.policy import ActorCritic
 from ppo_control.randomization import Randomization
@@ -125,5 +125,5 @@ def evaluate_episodes(
                 finished[i] += 1
             obs = history.step(result.obs, done)
             state = policy.continue_state(state, done)
-    diagnostics = {key: total / max(counted_steps, 1) for key, total in sums.items()}
+    diagnostics = diagnostic_means(sums, counted_steps)
     return Evaluation(np.asarray(returns), np.asarray(lengths), np.asarray(terminated, dtype=bool), diagnostics)

@@ -15,6 +15,7 @@ event files written directly in the run directory, so `tensorboard --logdir runs
     perf/    sps, steps_this_update, update
     reward/  <term>                                          (row keys reward/<term>: each reward term the env reports, rollout mean)
     tracking/ error_lin, error_ang                           (joystick tasks: commanded vs measured base velocity, rollout mean)
+    response/ forward, backward, left, right, turn_left, turn_right   (joystick tasks: speed reached / speed commanded per direction)
     eval/    fall_rate, tracking_error_lin, tracking_error_ang, reward/<term>   (the same at evaluation)
     other/   <key>                                           (any key not listed above)
 
@@ -99,7 +100,7 @@ TENSORBOARD_SKIPPED = ("step", "time")
 def tensorboard_tag(key: str) -> str:
     if key in TENSORBOARD_TAGS:
         return TENSORBOARD_TAGS[key]
-    if key.startswith("reward/"):  # already a tag
+    if key.startswith(("reward/", "response/")):  # already a tag
         return key
     if key.startswith("eval_"):
         return f"eval/{key[len('eval_') :]}"

@@ -37,6 +37,7 @@ LAYERS = [
             "deploy",
             "export",
             "loaded_policy",
+            "controller",
             "robustness",
             "plot",
             "benchmark",

@@ -90,6 +90,31 @@ def test_tracking_error_is_command_against_the_clean_measured_velocity():
     assert (result.diagnostics["tracking_error_lin"] > 0).all()  # a standing robot tracks no random command
 
 
+def test_command_response_is_the_speed_reached_over_the_speed_commanded_per_direction():
+    from ppo_control.envs.base import diagnostic_means
+    from ppo_control.envs.envpool_backend import TrackingIndices, command_response
+
+    where = TrackingIndices(command_lin=[0, 1], measured_lin=[3, 4], command_ang=2, measured_ang=5)
+    # columns: command vx, vy, wz, measured vx, vy, wz; one row per step
+    steps = np.array(
+        [
+            [1.0, 0.0, 0.0, 0.5, 0.0, 0.0],  # forward, half the speed
+            [0.6, 0.1, 0.0, 0.3, 0.0, 0.0],  # forward again (vy under the threshold counts nowhere)
+            [-1.0, 0.0, 0.5, -0.9, 0.0, -0.5],  # backward, and told to turn left it turns right
+        ]
+    )
+    sums: dict[str, float] = {}
+    for row in steps:
+        for key, value in command_response(row[None, :], where).items():
+            sums[key] = sums.get(key, 0.0) + float(value.sum())
+    means = diagnostic_means(sums, len(steps))
+    assert means["response/forward"] == pytest.approx((0.5 + 0.3) / (1.0 + 0.6))
+    assert means["response/backward"] == pytest.approx(0.9)
+    assert means["response/turn_left"] == pytest.approx(-1.0)
+    assert not any(key.endswith(("/achieved", "/commanded")) for key in means)
+    assert "response/left" not in means and "response/turn_right" not in means  # never commanded
+
+
 def test_an_evaluation_repeats_its_episodes_on_envpool():
     import torch
 

@@ -85,6 +85,26 @@ class VecEnv(Protocol):
     def close(self) -> None: ...
 
 
+# A diagnostic reported as two parts, `<name>/achieved` and `<name>/commanded`, is a ratio of sums:
+# its mean over steps is sum(achieved) / sum(commanded), reported as `<name>` (left out where
+# nothing was commanded).
+RATIO_PARTS = ("/achieved", "/commanded")
+
+
+def diagnostic_means(sums: dict[str, float], steps: int) -> dict[str, float]:
+    """Each per-step diagnostic's mean over `steps` sub-env steps from its sum, ratio parts combined."""
+    means: dict[str, float] = {}
+    for key, total in sums.items():
+        if key.endswith(RATIO_PARTS[0]):
+            name = key[: -len(RATIO_PARTS[0])]
+            commanded = sums.get(name + RATIO_PARTS[1], 0.0)
+            if commanded > 0:
+                means[name] = total / commanded
+        elif not key.endswith(RATIO_PARTS[1]):
+            means[key] = total / max(steps, 1)
+    return means
+
+
 def as_arrays(obs: np.ndarray, reward, terminated, truncated) -> tuple[np.ndarray, ...]:
     """A vector env's step output in the protocol's dtypes, plus the indices of the ended episodes."""
     reward = np.asarray(reward, dtype=np.float32)

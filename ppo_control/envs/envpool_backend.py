@@ -277,7 +277,37 @@ def tracking_errors(obs: np.ndarray, where: TrackingIndices) -> dict[str, np.nda
     velocity error (m/s) and the absolute yaw-rate error (rad/s)."""
     lin = np.linalg.norm(obs[:, where.command_lin] - obs[:, where.measured_lin], axis=1)
     ang = np.abs(obs[:, where.command_ang] - obs[:, where.measured_ang])
-    return {"tracking_error_lin": lin.astype(np.float64), "tracking_error_ang": ang.astype(np.float64)}
+    out = {"tracking_error_lin": lin.astype(np.float64), "tracking_error_ang": ang.astype(np.float64)}
+    out.update(command_response(obs, where))
+    return out
+
+
+# The directions of a joystick command, as (name, which component, sign): a mean tracking error
+# can hide a direction the robot never moves in (it stands still when told to go forward).
+RESPONSE_DIRECTIONS = (
+    ("forward", 0, 1.0),
+    ("backward", 0, -1.0),
+    ("left", 1, 1.0),
+    ("right", 1, -1.0),
+    ("turn_left", 2, 1.0),
+    ("turn_right", 2, -1.0),
+)
+RESPONSE_MIN_COMMAND = 0.3  # m/s or rad/s: smaller commands are within what a standing robot drifts
+
+
+def command_response(obs: np.ndarray, where: TrackingIndices) -> dict[str, np.ndarray]:
+    """Per direction, the parts of `response/<direction>`: the speed measured along it over the speed
+    commanded, on the steps that command at least RESPONSE_MIN_COMMAND that way (1: follows, 0:
+    stands still, negative: goes the other way)."""
+    command = obs[:, where.command_lin + [where.command_ang]].astype(np.float64)
+    measured = obs[:, where.measured_lin + [where.measured_ang]].astype(np.float64)
+    out = {}
+    for name, k, sign in RESPONSE_DIRECTIONS:
+        asked = sign * command[:, k]
+        mask = asked >= RESPONSE_MIN_COMMAND
+        out[f"response/{name}/achieved"] = np.where(mask, sign * measured[:, k], 0.0)
+        out[f"response/{name}/commanded"] = np.where(mask, asked, 0.0)
+    return out
 
 
 _INCLUDE_OPTION = re.compile(r"include_(\w+)_in_observation")

@@ -120,6 +120,9 @@ class RobotTask:
     gains_from: str = "model"
     # Keyframe whose ctrl is the first target ("previous_target" rule only).
     initial_target_keyframe: str = ""
+    # Where a controller reads each quantity of the policy's group (`state`) on the MuJoCo model
+    # (see `observation_sources`); quantities not here have no description yet.
+    sources: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def _xyz(quantity: str) -> tuple[str, ...]:
@@ -313,6 +316,41 @@ _LEAP_PRIVILEGED = (
 
 _DEFAULT_RULE = "target = default_pose + action_scale * action (MuJoCo clamps the target to ctrl_range)"
 
+# How a controller computes each quantity of the policy's observation on the robot's MuJoCo model:
+# every source is one of
+#   {"sensor": name}          element k (x, y, z) is sensordata[sensor_adr[name] + k]
+#   {"site_gravity": site}    element k is -site_xmat[site][6 + k]: the unit gravity direction in
+#                             the site's frame (minus the third row of its rotation matrix)
+#   {"joint": "qpos - default_pose"}, {"joint": "qpos"}, {"joint": "qvel"}: per joint of the
+#                             element's name (jnt_qposadr / jnt_dofadr)
+#   {"controller": what}      state the controller keeps: "previous_action" (the action sent
+#                             before the most recent one, zero after a reset), "command" (the
+#                             joystick), "gait_phase_cos" / "gait_phase_sin" (robot.gait_phase's
+#                             clock, read before the step's advance)
+# The C++ reads sensors and sites right after mj_step: a plain MuJoCo loop that reads them there
+# sees the same values (both belong to the start of the last substep).
+_CONTROLLER_STATE = {
+    "last_action": {"controller": "previous_action"},
+    "command": {"controller": "command"},
+    "phase_cos": {"controller": "gait_phase_cos"},
+    "phase_sin": {"controller": "gait_phase_sin"},
+}
+_JOINT_SOURCES = {"joint_pos": {"joint": "qpos - default_pose"}, "joint_vel": {"joint": "qvel"}}
+
+
+def _imu_sources(sensor_suffix: str, site: str) -> dict[str, dict[str, str]]:
+    """linvel, gyro and gravity read at a robot's IMU (go1.h / g1.h / t1.h / berkeley_humanoid.h
+    constructors: SensorAdr("local_linvel..."), SensorAdr("gyro..."), the IMU site's Gravity)."""
+    return (
+        {
+            "linvel": {"sensor": f"local_linvel{sensor_suffix}"},
+            "gyro": {"sensor": f"gyro{sensor_suffix}"},
+            "gravity": {"site_gravity": site},
+        }
+        | _JOINT_SOURCES
+        | _CONTROLLER_STATE
+    )
+
 
 def _go1_joystick(terrain: str) -> RobotTask:
     name = f"Go1Joystick{terrain}Terrain"
@@ -329,10 +367,13 @@ def _go1_joystick(terrain: str) -> RobotTask:
         xml=f"{_SRC}/locomotion/go1/xmls/scene_mjx_feetonly_{terrain.lower()}_terrain.xml",
         default_keyframe="home",
         gains_from="spec",
+        sources=_imu_sources("", "imu"),
     )
 
 
-def _humanoid(name: str, robot: str, joints: tuple[str, ...], feet: tuple[str, ...], keyframe: str) -> RobotTask:
+def _humanoid(
+    name: str, robot: str, joints: tuple[str, ...], feet: tuple[str, ...], keyframe: str, sensor_suffix: str = "", imu: str = "imu"
+) -> RobotTask:
     return RobotTask(
         name=name,
         env_id=f"{name}-v1",
@@ -345,6 +386,7 @@ def _humanoid(name: str, robot: str, joints: tuple[str, ...], feet: tuple[str, .
         tracking=dict(_TRACKING),
         xml=f"{_SRC}/locomotion/{robot}/xmls/scene_mjx_feetonly_flat_terrain.xml",
         default_keyframe=keyframe,
+        sources=_imu_sources(sensor_suffix, imu),
     )
 
 
@@ -378,7 +420,7 @@ _TASKS = (
         default_keyframe="home",
         gains_from="spec",
     ),
-    _humanoid("G1JoystickFlatTerrain", "g1", _G1_JOINTS, ("left_foot", "right_foot"), "knees_bent"),
+    _humanoid("G1JoystickFlatTerrain", "g1", _G1_JOINTS, ("left_foot", "right_foot"), "knees_bent", "_pelvis", "imu_in_pelvis"),
     _humanoid("T1JoystickFlatTerrain", "t1", _T1_JOINTS, ("left_foot", "right_foot"), "home"),
     _humanoid("BerkeleyHumanoidJoystickFlatTerrain", "berkeley_humanoid", _BERKELEY_JOINTS, ("l_foot", "r_foot"), "home"),
     RobotTask(
@@ -559,5 +601,29 @@ def controller_fields(task: RobotTask, spec_config: Mapping[str, Any]) -> dict[s
             "frequency_hz_range": [low, high],
         }
         sources["gait_phase"] = "C++ Reset and UpdatePhase (constants, not spec options)"
+    observed = observation_sources(task, model)
+    if observed:
+        fields["observation_sources"] = observed
+        sources["observation_sources"] = "the C++ constructor's SensorAdr / site ids and its FillObs / UpdateObs"
     fields["sources"] = sources
     return fields
+
+
+def quantity(element: str) -> str:
+    """The quantity an element name reads (`gyro:x` -> `gyro`, `state:gyro:x` -> `gyro`)."""
+    return element.removeprefix("state:").split(":")[0]
+
+
+def observation_sources(task: RobotTask, model) -> dict[str, dict[str, str]]:
+    """The source of every quantity of the policy's group (`state`), checked against `model`; {} when
+    a quantity of that group has no description (the controller loop cannot build it)."""
+    needed = dict.fromkeys(quantity(name) for name in task.groups.get("state", ()))
+    if not needed or any(q not in task.sources for q in needed):
+        return {}
+    for q in needed:
+        source = task.sources[q]
+        if "sensor" in source and model.sensor(source["sensor"]).dim[0] != 3:
+            raise ValueError(f"{task.name}: sensor {source['sensor']} is not 3-dimensional")
+        if "site_gravity" in source:
+            model.site(source["site_gravity"])  # raises KeyError on a wrong name
+    return {q: dict(task.sources[q]) for q in needed}

@@ -1,0 +1,109 @@
+"""The controller loop built from an export's metadata alone (ppo_control/controller.py), on the
+plain MuJoCo models of envpool's robots."""
+
+from __future__ import annotations
+
+import copy
+
+import mujoco
+import numpy as np
+import pytest
+
+from ppo_control.controller import Controller, RobotContract, configure_model
+from ppo_control.envs import envpool_backend, playground
+from ppo_control.errors import UserError
+
+
+def metadata(task_name: str) -> dict:
+    """The parts of an export's metadata.json the controller reads, as the exporter writes them."""
+    task = playground.robot_task(task_name)
+    state = list(task.groups["state"])
+    return {
+        "obs_dim": len(state),
+        "action_low": [-1.0] * len(task.joint_names),
+        "action_high": [1.0] * len(task.joint_names),
+        "observation": {"groups": [{"name": "policy", "size": len(state), "element_names": state}]},
+        "robot": playground.controller_fields(task, envpool_backend.spec_config(task.env_id, {})),
+    }
+
+
+def robot(task_name: str, meta: dict | None = None):
+    meta = meta or metadata(task_name)
+    contract = RobotContract.from_metadata(meta)
+    model = copy.deepcopy(playground.load_model(playground.robot_task(task_name)))
+    configure_model(model, contract)
+    data = mujoco.MjData(model)
+    keyframe = playground.robot_task(task_name).default_keyframe
+    mujoco.mj_resetDataKeyframe(model, data, model.key(keyframe).id)
+    mujoco.mj_forward(model, data)
+    return contract, model, data
+
+
+def test_go1s_observation_at_its_default_pose_is_read_from_the_model_and_the_controller():
+    contract, model, data = robot("Go1JoystickFlatTerrain")
+    controller = Controller(model, contract)
+    controller.reset(command=np.array([0.5, -0.2, 0.3]))
+    obs = dict(zip(contract.elements, controller.observation(data)))
+    assert [obs[f"gravity:{a}"] for a in "xyz"] == pytest.approx([0.0, 0.0, -1.0], abs=1e-6)
+    assert all(obs[f"joint_pos:{joint}"] == pytest.approx(0.0, abs=1e-6) for joint in contract.joint_names)
+    assert [obs["command:vx"], obs["command:vy"], obs["command:wz"]] == pytest.approx([0.5, -0.2, 0.3])
+    assert model.actuator_gainprm[0, 0] == contract.kp[0] == 35.0  # the spec's kp, as the C++ writes it
+    assert model.opt.timestep == contract.sim_period_s
+
+
+def test_the_controllers_own_state_lags_one_control_period_as_in_training():
+    contract, model, data = robot("Go1JoystickFlatTerrain")
+    controller = Controller(model, contract)
+    controller.reset(command=np.zeros(3))
+    index = contract.elements.index("last_action:FR_hip_joint")
+    first = controller.observation(data)
+    a0, a1 = np.full(12, 0.1), np.full(12, -0.2)
+    seen = []
+    for action in (a0, a1, a1):
+        controller.act(action, data)
+        controller.step_physics(data)
+        seen.append(controller.observation(data)[index])
+    assert first[index] == 0.0
+    assert seen == pytest.approx([0.0, 0.1, -0.2])  # after a step, the action sent before the most recent one
+    assert data.ctrl[0] == pytest.approx(contract.default_pose[0] + contract.action_scale * -0.2)
+
+
+def test_a_humanoids_gait_clock_starts_at_its_initial_phase_and_advances_after_each_step():
+    contract, model, data = robot("T1JoystickFlatTerrain")
+    controller = Controller(model, contract)
+    with pytest.raises(UserError, match="gait clock"):
+        controller.reset(command=np.zeros(3))
+    controller.reset(command=np.zeros(3), gait_frequency_hz=1.5)
+    cos_left = contract.elements.index("phase_cos:left_foot")
+    step = 2 * np.pi * contract.control_period_s * 1.5
+    readings = [controller.observation(data)[cos_left]]
+    for _ in range(3):
+        controller.act(np.zeros(len(contract.joint_names)), data)
+        controller.step_physics(data)
+        readings.append(controller.observation(data)[cos_left])
+    assert readings == pytest.approx([1.0, 1.0, np.cos(step), np.cos(2 * step)], abs=1e-6)
+
+
+def test_an_export_without_what_the_controller_needs_is_refused_by_name():
+    meta = metadata("Go1JoystickFlatTerrain")
+    del meta["robot"]["default_pose"]
+    del meta["robot"]["observation_sources"]
+    with pytest.raises(UserError, match=r"lacks robot.default_pose, robot.observation_sources"):
+        RobotContract.from_metadata(meta)
+    with pytest.raises(UserError, match="no robot block"):
+        RobotContract.from_metadata({"obs_dim": 17})
+
+
+def test_a_swapped_joint_order_is_caught_against_the_model():
+    meta = metadata("Go1JoystickFlatTerrain")
+    names = meta["robot"]["joint_names"]
+    names[0], names[3] = names[3], names[0]
+    with pytest.raises(
+        UserError, match=r"actuator 0 of the model drives joint FR_hip_joint, the export's robot.joint_names\[0\] is FL_hip_joint"
+    ):
+        robot("Go1JoystickFlatTerrain", meta)
+
+
+def test_tasks_whose_observation_has_no_description_export_no_sources():
+    assert "observation_sources" in metadata("G1JoystickFlatTerrain")["robot"]
+    assert "observation_sources" not in metadata("SpotFlatTerrainJoystick")["robot"]  # foot_pos, qpos_error_hist: not described yet
