@@ -75,13 +75,16 @@ def cpp_build(tmp_path_factory):
         yield {"skip": reason}
         return
     build = tmp_path_factory.mktemp("cpp") / "build"
+    import mujoco
+
     script = (
         f"cmake -S {ROOT / 'examples' / 'cpp'} -B {build} -DCMAKE_BUILD_TYPE=Release "
-        f"-DCMAKE_PREFIX_PATH='{torch.utils.cmake_prefix_path}' && cmake --build {build} -j2"
+        f"-DCMAKE_PREFIX_PATH='{torch.utils.cmake_prefix_path}' -DMUJOCO_DIR='{Path(mujoco.__file__).parent}' "
+        f"&& cmake --build {build} -j2"
     )
     # Own session, so cmake, make and the compiler can be stopped together if the C++ test is deselected.
     process = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    yield {"process": process, "binary": build / "run_policy"}
+    yield {"process": process, "binary": build / "run_policy", "controller": build / "robot_controller"}
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGKILL)
         process.communicate()
@@ -454,18 +457,24 @@ def test_cpp_example_builds_and_matches_python(cpp_build, exports, expected, tmp
     assert wrong.returncode == 2 and "obs_dim=17" in wrong.stderr
 
 
+@pytest.fixture(scope="module")
+def go1_export(tmp_path_factory) -> Path:
+    """A tiny envpool-trained Go1 run's TorchScript export."""
+    run_dir = tmp_path_factory.mktemp("go1") / "go1"
+    overrides = ("task=Go1JoystickFlatTerrain", "env.n_envs=4", "ppo.rollout_steps=16", "ppo.minibatches=2", "total_steps=64")
+    finish(popen_module("ppo_control.train", *overrides, "eval.episodes=1", "env.max_episode_steps=20", f"run_dir={run_dir}"))
+    finish(popen_module("ppo_control.export", f"run={run_dir}"))
+    return run_dir / "export" / "policy.pt"
+
+
 @pytest.mark.slow
-def test_cpp_example_runs_a_go1_export_with_its_joint_names(cpp_build, tmp_path):
+def test_cpp_example_runs_a_go1_export_with_its_joint_names(cpp_build, go1_export, tmp_path):
     """A Playground robot's export (envpool-trained Go1) in the C++ loader: its joints in action
     order and the control period from the metadata, the actions the Python loader computes."""
     from ppo_control.api import load_policy
 
     binary = cpp_binary(cpp_build)
-    run_dir = tmp_path / "go1"
-    overrides = ("task=Go1JoystickFlatTerrain", "env.n_envs=4", "ppo.rollout_steps=16", "ppo.minibatches=2", "total_steps=64")
-    finish(popen_module("ppo_control.train", *overrides, "eval.episodes=1", "env.max_episode_steps=20", f"run_dir={run_dir}"))
-    finish(popen_module("ppo_control.export", f"run={run_dir}"))
-    policy = run_dir / "export" / "policy.pt"
+    policy = go1_export
     obs = np.random.default_rng(0).normal(size=(4, 48)).astype(np.float32)
     obs_file = tmp_path / "obs.txt"
     write_observations(obs_file, obs)
@@ -473,6 +482,74 @@ def test_cpp_example_runs_a_go1_export_with_its_joint_names(cpp_build, tmp_path)
     assert "control period: 0.02 s" in lines
     assert "actions: FR_hip_joint FR_thigh_joint FR_calf_joint FL_hip_joint" in " ".join(lines)
     np.testing.assert_allclose(actions, load_policy(policy)(obs), rtol=0, atol=ATOL)
+
+
+def go1_model_path() -> str:
+    from ppo_control.envs import envpool_backend, playground
+
+    task = playground.robot_task("Go1JoystickFlatTerrain")
+    return playground.model_path(task, envpool_backend.spec_config(task.env_id, {})["base_path"])
+
+
+def python_controller_trace(policy_path: Path, xml: str, command: list[float], steps: int) -> list[np.ndarray]:
+    """ppo_control.controller's loop on a plain MuJoCo model: (observation, action) per step."""
+    import mujoco
+
+    from ppo_control.controller import Controller, RobotContract, configure_model
+
+    extra = {"metadata.json": ""}
+    policy = torch.jit.load(str(policy_path), _extra_files=extra)
+    contract = RobotContract.from_metadata(json.loads(extra["metadata.json"]))
+    model = mujoco.MjModel.from_xml_path(xml)
+    configure_model(model, contract)
+    data = mujoco.MjData(model)
+    mujoco.mj_resetDataKeyframe(model, data, model.key("home").id)
+    mujoco.mj_forward(model, data)
+    controller = Controller(model, contract)
+    controller.reset(np.asarray(command))
+    obs, trace = controller.observation(data), []
+    for _ in range(steps):
+        with torch.no_grad():
+            action = policy(torch.as_tensor(obs)).numpy()
+        controller.act(action, data)
+        controller.step_physics(data)
+        obs = controller.observation(data)
+        trace.append(np.concatenate([obs, action]))
+    return trace
+
+
+@pytest.mark.slow
+def test_cpp_robot_controller_steps_go1_as_the_python_controller_does(cpp_build, go1_export, tmp_path):
+    """examples/cpp/robot_controller.cpp drives the Go1 model on MuJoCo's C API through the export's
+    metadata alone, step for step as ppo_control.controller does in Python; an export whose joint
+    order does not match the model is refused."""
+    cpp_binary(cpp_build)
+    binary, xml, command = cpp_build["controller"], go1_model_path(), ["-0.5", "0.2", "0.3"]
+    result = subprocess.run(
+        [str(binary), str(go1_export), xml, "--command", *command, "--steps", "100", "--trace"], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    lines = [line.split() for line in result.stdout.splitlines() if line.startswith("step ")]
+    cpp = [np.array([float(v) for v in line[2:] if v not in ("obs", "action")], dtype=np.float32) for line in lines]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the C++ loop runs libtorch on one thread: the same arithmetic
+    try:
+        python = python_controller_trace(go1_export, xml, [float(v) for v in command], 100)
+    finally:
+        torch.set_num_threads(threads)
+    assert len(cpp) == len(python) == 100
+    np.testing.assert_allclose(np.array(cpp), np.array(python), rtol=0, atol=1e-5)
+    assert "tracking: planar" in result.stdout
+
+    extra = {"metadata.json": ""}
+    module = torch.jit.load(str(go1_export), _extra_files=extra)
+    metadata = json.loads(extra["metadata.json"])
+    names = metadata["robot"]["joint_names"]
+    names[0], names[3] = names[3], names[0]
+    swapped = tmp_path / "swapped.pt"
+    torch.jit.save(module, str(swapped), _extra_files={"metadata.json": json.dumps(metadata)})
+    refused = subprocess.run([str(binary), str(swapped), xml, "--steps", "5"], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "actuator 0 does not drive FL_hip_joint" in refused.stderr
 
 
 def onnx_installed() -> bool:
