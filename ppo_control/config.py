@@ -210,7 +210,7 @@ class ExportArgs:
 
 CHOICES = {
     "device": ("auto", "cpu", "cuda"),
-    "env.backend": ("gymnasium", "envpool", "mjx"),
+    "env.backend": ("gymnasium", "envpool", "mjx", "mujoco"),
     "env.vectorization": ("sync", "async"),
     "policy.activation": ("tanh", "relu", "elu", "gelu", "silu"),
     "ppo.lr_schedule": ("constant", "linear", "adaptive"),

@@ -34,6 +34,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from ppo_control.checkpoint import atomic_write
 from ppo_control.envs import capabilities, make_env_factory, make_vec_env, reference_backend
+from ppo_control.envs.envpool_backend import TrackingIndices, tracking_indices
 from ppo_control.envs.registry import RENDER_REFUSAL
 from ppo_control.errors import UserError
 from ppo_control.history import ObservationHistory
@@ -45,6 +46,7 @@ GL_BACKENDS = ("egl", "osmesa")
 GL_MODULES = ("egl", "osmesa", "glfw")  # MUJOCO_GL values that name a mujoco.<name> GLContext module
 MAX_VIDEO_STEPS = 10_000  # an env without a time limit still gets a finite video
 MAX_SCENE_GEOMS = 10_000
+TRACKING_CAMERA = "track"
 
 Frames = Callable[[], np.ndarray]
 
@@ -151,10 +153,13 @@ def _gl_context(backend: str, width: int, height: int):
 def _task_camera(base: gym.Env) -> mujoco.MjvCamera:
     """The camera Gymnasium's own rgb_array rendering uses: a free camera on the middle of the
     scene at the model's extent, then the task's default_camera_config; or the task's fixed camera
-    when the env was made with camera_id / camera_name."""
+    when the env was made with camera_id / camera_name. A scene set from physics states (no
+    Gymnasium renderer) whose model has a camera named "track" is filmed by it."""
     camera = mujoco.MjvCamera()
     renderer = getattr(base, "mujoco_renderer", None)
     fixed = getattr(renderer, "camera_id", None)
+    if renderer is None and TRACKING_CAMERA in [base.model.camera(i).name for i in range(base.model.ncam)]:
+        fixed = base.model.camera(TRACKING_CAMERA).id  # a robot model's own camera that follows it (Playground's)
     if fixed is not None and fixed >= 0:
         camera.type, camera.fixedcamid = mujoco.mjtCamera.mjCAMERA_FIXED, fixed
         return camera
@@ -303,13 +308,14 @@ def _overlay_font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
         return ImageFont.load_default(size)
 
 
-def draw_overlay(frame: np.ndarray, time_s: float, step: int, episode_return: float) -> np.ndarray:
-    """Time, step and running return, white on a darkened box in the top-left corner of `frame`."""
+def draw_overlay(frame: np.ndarray, time_s: float, step: int, episode_return: float, extra: tuple[tuple[str, str], ...] = ()) -> np.ndarray:
+    """Time, step and running return (and `extra` (label, value) rows: a joystick robot's command
+    and measured velocity), white on a darkened box in the top-left corner of `frame`."""
     height, width = frame.shape[:2]
     font = _overlay_font(max(8, min(height // 26, width // 30)))
-    values = (f"{time_s:.2f} s", f"{step}", f"{episode_return:.1f}")
-    column = max(8, *map(len, values))  # right-aligned in a column wide enough for a whole episode
-    text = "\n".join(f"{label:<6} {value:>{column}}" for label, value in zip(("time", "step", "return"), values))
+    rows = (("time", f"{time_s:.2f} s"), ("step", f"{step}"), ("return", f"{episode_return:.1f}"), *extra)
+    column = max(8, *(len(value) for _, value in rows))  # right-aligned in a column wide enough for a whole episode
+    text = "\n".join(f"{label:<6} {value:>{column}}" for label, value in rows)
     margin = max(2, height // 100)
     image = Image.fromarray(frame)
     draw = ImageDraw.Draw(image)
@@ -328,9 +334,9 @@ def episode_video(path: Path, frames: Frames, fps: int, dt: float, overlay: bool
     into the encoder."""
     with imageio.get_writer(path, fps=fps, codec="libx264", macro_block_size=2, ffmpeg_log_level="error") as writer:
 
-        def add_frame(length: int, episode_return: float) -> None:
+        def add_frame(length: int, episode_return: float, extra: tuple[tuple[str, str], ...] = ()) -> None:
             frame = frames()
-            writer.append_data(draw_overlay(frame, length * dt, length, episode_return) if overlay else frame)
+            writer.append_data(draw_overlay(frame, length * dt, length, episode_return, extra) if overlay else frame)
 
         yield add_frame
 
@@ -375,25 +381,47 @@ def record_episode(
     return episode_return, length
 
 
-# --- MJX episodes -------------------------------------------------------------------------------
+# --- episodes replayed from physics states (MJX, MuJoCo references) -------------------------------
 @dataclass
 class PhysicsEpisode:
     """One episode as physics states: qpos and qvel at its start and after each step, and each
-    step's reward (one fewer)."""
+    step's reward (one fewer); on a joystick task also the command and the measured velocity (vx,
+    vy, wz) with each state."""
 
     qpos: list[np.ndarray] = field(default_factory=list)
     qvel: list[np.ndarray] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
+    velocities: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
 
 
-def play_mjx_episodes(envs, policy: ActorCritic, seed: int, device: torch.device | str) -> list[PhysicsEpisode]:
-    """The first episode of each of `envs`' sub-envs (an MjxVecEnv) under the deterministic policy,
-    stepped as `evaluate_policy` steps them (the same reset seed, batched policy call and recurrent
-    state), as physics states: sub-env i's episode is the first one the evaluation's sub-env i
-    plays (the same initial state)."""
+def _velocities(obs: np.ndarray, where: TrackingIndices | None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per sub-env, (command, measured) as vx, vy, wz; [] where the task has no command."""
+    if where is None:
+        return []
+    command = obs[:, [*where.command_lin, where.command_ang]]
+    measured = obs[:, [*where.measured_lin, where.measured_ang]]
+    return list(zip(command, measured))
+
+
+def velocity_rows(command: np.ndarray, measured: np.ndarray) -> tuple[tuple[str, str], ...]:
+    """The overlay's rows for a joystick robot: what it is told and what it does."""
+    as_text = lambda v: " ".join(f"{x:+.2f}" for x in v)  # noqa: E731
+    return (("", "  vx    vy    wz"), ("cmd", as_text(command)), ("meas", as_text(measured)))
+
+
+def play_physics_episodes(
+    envs, policy: ActorCritic, seed: int, device: torch.device | str, where: TrackingIndices | None = None
+) -> list[PhysicsEpisode]:
+    """The first episode of each of `envs`' sub-envs (an MjxVecEnv or a ReferenceVecEnv) under the
+    deterministic policy, stepped as `evaluate_policy` steps them (the same reset seed, batched
+    policy call and recurrent state), as physics states: sub-env i's episode is the first one the
+    evaluation's sub-env i plays (the same initial state). `where`: a joystick task's command and
+    measured velocity in the observation, kept for the overlay."""
     obs = envs.reset(seed)
     qpos, qvel = envs.physics_states()
     episodes = [PhysicsEpisode([qpos[i]], [qvel[i]]) for i in range(envs.num_envs)]
+    for episode, velocity in zip(episodes, _velocities(obs, where)):
+        episode.velocities.append(velocity)
     running = np.ones(envs.num_envs, dtype=bool)
     state = policy.initial_state(envs.num_envs)
     for _ in range(MAX_VIDEO_STEPS):
@@ -401,10 +429,13 @@ def play_mjx_episodes(envs, policy: ActorCritic, seed: int, device: torch.device
             action, state = policy.deterministic_step(torch.from_numpy(obs).to(device), state)
         result = envs.step(action.cpu().numpy())
         qpos, qvel = envs.stepped_states()
+        velocities = _velocities(result.final_obs, where)  # the step's own state, before any reset
         for i in np.flatnonzero(running):
             episodes[i].qpos.append(qpos[i])
             episodes[i].qvel.append(qvel[i])
             episodes[i].rewards.append(float(np.float32(result.reward[i])))
+            if velocities:
+                episodes[i].velocities.append(velocities[i])
         done = result.terminated | result.truncated
         running &= ~done
         if not running.any():
@@ -424,13 +455,14 @@ def write_physics_episode(
             if length:
                 episode_return += episode.rewards[length - 1]
             scene.show(qpos, qvel)
-            add_frame(length, episode_return)
+            add_frame(length, episode_return, velocity_rows(*episode.velocities[length]) if episode.velocities else ())
     return episode_return, len(episode.rewards)
 
 
-def record_mjx_videos(
+def record_physics_videos(
     policy: ActorCritic,
     env_cfg,
+    backend: str,
     directory: Path,
     step: int,
     episodes: int,
@@ -443,12 +475,13 @@ def record_mjx_videos(
     randomization: Randomization | None = None,
     privileged: bool = False,
 ) -> list[Path]:
-    """`record_videos` for an MJX run: the episodes are played together in one MjxVecEnv on
-    `device` (the policy's), then drawn on the host. fps: the env's real-time rate (1 / its control
-    period) unless given."""
-    envs = make_vec_env(env_cfg, num_envs=episodes, backend="mjx", randomization=randomization, privileged=privileged, device=str(device))
+    """`record_videos` for a backend whose videos replay physics states (an MJX env simulated on
+    `device`, the policy's; a robot's MuJoCo reference): the episodes are played together in one
+    vector env, then drawn on the host. fps: the env's real-time rate (1 / its control period)
+    unless given."""
+    envs = make_vec_env(env_cfg, num_envs=episodes, backend=backend, randomization=randomization, privileged=privileged, device=str(device))
     try:
-        played = play_mjx_episodes(envs, policy, seed, device)
+        played = play_physics_episodes(envs, policy, seed, device, tracking_indices(str(env_cfg.id), envs.info.groups))
         model, dt = envs.mj_model, envs.control_period_s
     finally:
         envs.close()
@@ -500,9 +533,10 @@ def record_videos(
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create video directory '{directory}': {exc.strerror}") from None
-    if capabilities(reference_backend(env_cfg)).device_resident:
-        return record_mjx_videos(
-            policy, env_cfg, directory, step, episodes, seed, width, height, fps, device, overlay, randomization, privileged
+    backend = reference_backend(env_cfg)
+    if capabilities(backend).replays_physics:
+        return record_physics_videos(
+            policy, env_cfg, backend, directory, step, episodes, seed, width, height, fps, device, overlay, randomization, privileged
         )
     env, frames = make_render_env(env_cfg, width, height, randomization, privileged)
     fps = fps or int(round(env.metadata.get("render_fps", 30)))

@@ -28,7 +28,8 @@ class Capabilities:
     collector). `saves_state`: its sub-envs' episodes can be saved and restored (exact resume).
     `randomizes_model`: it can change the MuJoCo model per sub-env (randomize.* physics keys).
     `privileged_from_model`: it can append the `privileged` group read from MuJoCo's state.
-    `renders`: it can draw frames for videos.
+    `renders`: it can draw frames for videos. `replays_physics`: its videos are drawn afterwards from
+    the physics states of its episodes (`physics_states`, `stepped_states`, `mj_model`), not live.
     """
 
     device_resident: bool = False
@@ -36,6 +37,7 @@ class Capabilities:
     randomizes_model: bool = False
     privileged_from_model: bool = False
     renders: bool = False
+    replays_physics: bool = False
 
 
 @dataclass(frozen=True)

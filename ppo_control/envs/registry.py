@@ -5,6 +5,9 @@ which backend is a task's reference (where evaluation, videos and the controller
 - envpool: the same tasks in C++ (faster, no state capture, no model changes); and MuJoCo
   Playground's robot tasks, which exist only there and are their own reference.
 - mjx: Brax's MJX envs, simulated on the training device; their own reference.
+- mujoco: MuJoCo (Python bindings) references of Playground's robot tasks (`envs.reference`):
+  the same task as envpool's port, step for step; it renders, so it is the reference of the robot
+  tasks that have one (evaluation and videos run there), and it can train on its own.
 """
 
 from __future__ import annotations
@@ -16,12 +19,12 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ppo_control.envs import envpool_backend, gymnasium_backend
+from ppo_control.envs import envpool_backend, gymnasium_backend, reference
 from ppo_control.envs.base import MAX_EVAL_ENVS, Capabilities, VecEnv, usable_cores
 from ppo_control.errors import UserError
 from ppo_control.randomization import Randomization
 
-BACKENDS = ("gymnasium", "envpool", "mjx")
+BACKENDS = ("gymnasium", "envpool", "mjx", "mujoco")
 
 
 def capabilities(backend: str) -> Capabilities:
@@ -34,15 +37,19 @@ def capabilities(backend: str) -> Capabilities:
         from ppo_control.envs.mjx_backend import MjxVecEnv
 
         return MjxVecEnv.capabilities
+    if backend == "mujoco":
+        return reference.ReferenceVecEnv.capabilities
     raise UserError(f"env.backend={backend}: unknown backend; valid backends: {', '.join(BACKENDS)}")
 
 
 def reference_backend(env_cfg) -> str:
     """The backend whose env is the task's reference: evaluation and videos run there. A
-    Gymnasium task trained on envpool is evaluated on Gymnasium; a task that exists on one backend
-    only (MJX, Playground's robots) on its own."""
-    if env_cfg.backend == "envpool" and envpool_backend.is_robot_task(str(env_cfg.id)):
-        return "envpool"
+    Gymnasium task trained on envpool is evaluated on Gymnasium; a Playground robot on its MuJoCo
+    reference where it has one (the same episodes as envpool's, and it renders), else on envpool;
+    an MJX task on its own."""
+    env_id = str(env_cfg.id)
+    if envpool_backend.is_robot_task(env_id):
+        return "mujoco" if reference.has_reference(env_id) else "envpool"
     return "mjx" if env_cfg.backend == "mjx" else "gymnasium"
 
 
@@ -68,7 +75,7 @@ def describe_task(env_cfg) -> TaskDescription:
         from ppo_control.envs import mjx_backend
 
         return TaskDescription(**mjx_backend.describe(str(env_cfg.id), kwargs))
-    if backend == "envpool":
+    if backend in ("envpool", "mujoco"):  # a reference is the same task as envpool's port
         return TaskDescription(**envpool_backend.describe(str(env_cfg.id), kwargs))
     return TaskDescription(**gymnasium_backend.describe(str(env_cfg.id), kwargs, env_cfg.max_episode_steps))
 
@@ -81,28 +88,35 @@ def check_run(cfg) -> None:
         return
     kwargs = OmegaConf.to_container(cfg.env.kwargs) if cfg.env.kwargs else {}
     check_robot_request(env_id, cfg.env.backend, kwargs, Randomization.from_config(cfg.randomize))
-    envpool_backend.check_pool_memory(env_id, int(cfg.env.n_envs), min(int(cfg.eval.episodes), MAX_EVAL_ENVS))
+    if cfg.env.backend == "envpool":
+        n_eval = 0 if reference.has_reference(env_id) else min(int(cfg.eval.episodes), MAX_EVAL_ENVS)
+        envpool_backend.check_pool_memory(env_id, int(cfg.env.n_envs), n_eval)
     if cfg.eval.randomize:
-        raise UserError(f"eval.randomize=true: task {env_id} runs on envpool, which cannot randomize its robot; use false")
-    if cfg.eval.video:
+        raise UserError(f"eval.randomize=true: task {env_id}'s robot cannot be randomized yet; use false")
+    if cfg.eval.video and not reference.has_reference(env_id):
         raise UserError(f"eval.video=true: {RENDER_REFUSAL.format(env_id=env_id)}; use eval.video=false")
 
 
 def check_robot_request(
     env_id: str, backend: str, kwargs: dict[str, Any], randomization: Randomization | None = None, rendering: bool = False
 ) -> None:
-    """One line for what a Playground robot task cannot do: it runs on envpool only, which cannot
-    change its model (randomize.*) or draw it; envpool's own noise options (env.kwargs) stay."""
-    if backend != "envpool":
-        raise UserError(f"env.backend={backend}: task {env_id} runs on envpool only; use env.backend=envpool")
+    """One line for what a Playground robot task cannot do: it runs on envpool, and on its MuJoCo
+    reference where it has one; envpool cannot change the model (randomize.*) or draw it, and the
+    references do not randomize yet. envpool's own options (env.kwargs) stay on both."""
+    if backend == "mujoco" and not reference.has_reference(env_id):
+        with_one = ", ".join(reference.REFERENCE_TASKS)
+        raise UserError(f"env.backend=mujoco: task {env_id} has no MuJoCo reference; tasks with one: {with_one}")
+    if backend not in ("envpool", "mujoco"):
+        valid = "env.backend=envpool or mujoco" if reference.has_reference(env_id) else "env.backend=envpool"
+        raise UserError(f"env.backend={backend}: task {env_id} runs on envpool or its MuJoCo reference; use {valid}")
     envpool_backend.check_robot_task(env_id, kwargs)
     if randomization is not None:
         key = next(f.name for f in dataclasses.fields(randomization) if getattr(randomization, f.name) != f.default)
         raise UserError(
-            f"randomize.{key}: task {env_id} runs on envpool, which cannot randomize its robot; remove randomize.* "
+            f"randomize.{key}: task {env_id}'s robot cannot be randomized yet (envpool cannot change its model); remove randomize.* "
             f"(envpool's own observation noise is env.kwargs.noise_level and its parts: {', '.join(noise_options(env_id))})"
         )
-    if rendering:
+    if rendering and backend != "mujoco":
         raise UserError(RENDER_REFUSAL.format(env_id=env_id))
 
 
@@ -141,6 +155,8 @@ def make_vec_env(
     threads = lambda: min(env_cfg.num_threads or usable_cores(), n)  # noqa: E731  (envpool's worker threads)
     if envpool_backend.is_robot_task(env_id):
         check_robot_request(env_id, backend, kwargs, randomization, rendering=render_mode is not None)
+        if backend == "mujoco":
+            return reference.make_reference_vec_env(env_id, n, kwargs, env_cfg.max_episode_steps, threads())
         return envpool_backend.EnvpoolVecEnv(env_id, n, threads(), kwargs, env_cfg.max_episode_steps)
     gymnasium_backend.check_env_id(env_id)
     if backend == "envpool" and render_mode is None:

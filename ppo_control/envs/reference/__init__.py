@@ -1,0 +1,59 @@
+"""MuJoCo references of envpool's Playground robot tasks: the same tasks on the `mujoco` Python
+bindings, which can render them and change their models per sub-env (envpool can do neither).
+
+`batch` holds what every reference task shares (batched stepping, the VecEnv around a task); one
+module per robot holds its task logic (`go1`). `make_reference_vec_env` builds the VecEnv of a task
+that has a reference; `has_reference` says which do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ppo_control.envs.reference.batch import EnvpoolRandom, PhysicsBatch, ReferenceTask, ReferenceVecEnv, TaskStep
+from ppo_control.errors import UserError
+
+_GO1 = ("Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1")  # go1.ENV_IDS, without importing mujoco
+REFERENCE_TASKS = tuple(env_id.removesuffix("-v1") for env_id in _GO1)
+
+
+def _env_id(env_id_or_name: str) -> str:
+    """An envpool id from an envpool id, a MuJoCoPlayground/ id or a Playground name."""
+    key = str(env_id_or_name).removeprefix("MuJoCoPlayground/")
+    return key if key.endswith("-v1") else f"{key}-v1"
+
+
+def has_reference(env_id: str) -> bool:
+    """Whether the robot task `env_id` (or its Playground name) has a MuJoCo reference here."""
+    return _env_id(env_id) in _GO1
+
+
+def make_reference_vec_env(
+    env_id: str,
+    num_envs: int,
+    kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+    num_threads: int | None = None,
+    rng: str = "envpool",
+) -> ReferenceVecEnv:
+    """The reference VecEnv of `env_id` with `num_envs` sub-envs; `kwargs` are the envpool spec's
+    task options (noise_level, reward scales, kp, kd, command ranges, ...). `rng`: "envpool"
+    replays envpool's random streams (same seed, same episodes), "numpy" draws from numpy's."""
+    env_id = _env_id(env_id)
+    if env_id in _GO1:
+        from ppo_control.envs.reference.go1 import Go1Joystick
+
+        return ReferenceVecEnv(Go1Joystick(env_id, num_envs, kwargs, num_threads), max_episode_steps, rng)
+    raise UserError(f"env.id '{env_id}': no MuJoCo reference of this task; tasks with one: {', '.join(_GO1)}")
+
+
+__all__ = [
+    "REFERENCE_TASKS",
+    "EnvpoolRandom",
+    "PhysicsBatch",
+    "ReferenceTask",
+    "ReferenceVecEnv",
+    "TaskStep",
+    "has_reference",
+    "make_reference_vec_env",
+]
