@@ -15,6 +15,7 @@ training keeps. Run it on an otherwise idle machine.
 
 from __future__ import annotations
 
+import multiprocessing
 import sys
 import tempfile
 import time
@@ -45,7 +46,14 @@ DEFAULTS = {
 
 
 def raw_steps_per_second(env_id: str, n_envs: int, threads: int, seconds: float, seed: int = 0) -> float:
-    """envpool's own rate on `env_id`: random actions, its own autoreset, nothing else."""
+    """envpool's own rate on `env_id`: random actions, its own autoreset, nothing else. Measured in a
+    child process: a closed pool's memory stays with the process that built it, and the training
+    run measured next needs that memory for its own pool."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(_raw_rate, (env_id, n_envs, threads, seconds, seed))
+
+
+def _raw_rate(env_id: str, n_envs: int, threads: int, seconds: float, seed: int) -> float:
     import envpool
     import numpy as np
 
