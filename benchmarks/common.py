@@ -93,6 +93,14 @@ class Measured:
         return asdict(self)
 
 
+def run_directory(args: dict[str, Any]) -> Path:
+    """The `run=<dir>` argument a script needs; one line and exit 2 without it."""
+    if not args.get("run"):
+        print("error: give run=<run dir>", file=sys.stderr)
+        raise SystemExit(2)
+    return Path(args["run"])
+
+
 def run_measured(
     cmd: Sequence[str],
     log_path: Path,

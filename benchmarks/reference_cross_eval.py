@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS_DIR, markdown_table, parse_args, rel, versions, write_json  # noqa: E402
+from common import RESULTS_DIR, markdown_table, parse_args, rel, run_directory, versions, write_json  # noqa: E402
 
 DEFAULTS = {"run": None, "episodes": 16, "checkpoint": None, "seed": None, "noise_level": None, "rng": "envpool", "out": None}
 ACHIEVED, COMMANDED = "/achieved", "/commanded"  # the parts of a ratio diagnostic (envs.base.RATIO_PARTS)
@@ -113,9 +113,7 @@ def cell(values: np.ndarray) -> str:
 
 def main(argv: list[str]) -> None:
     args = parse_args(argv, DEFAULTS, __doc__)
-    if not args["run"]:
-        print("error: give run=<run dir>", file=sys.stderr)
-        raise SystemExit(2)
+    run = run_directory(args)
     from omegaconf import OmegaConf
 
     from ppo_control.envs.envpool_backend import EnvpoolVecEnv
@@ -124,7 +122,6 @@ def main(argv: list[str]) -> None:
     from ppo_control.run_layout import checkpoint_to_load
     from ppo_control.runs import load_run
 
-    run = Path(args["run"])
     loaded = load_run(run, checkpoint_to_load(run, args["checkpoint"]))
     cfg, policy = loaded.cfg, loaded.policy
     env_id = str(cfg.env.id)

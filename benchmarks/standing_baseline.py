@@ -16,22 +16,19 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import parse_args  # noqa: E402
+from common import parse_args, run_directory  # noqa: E402
 
 DEFAULTS = {"run": None, "episodes": 16}
 
 
 def main(argv: list[str]) -> None:
     args = parse_args(argv, DEFAULTS, __doc__)
-    if not args["run"]:
-        print("error: give run=<run dir>", file=sys.stderr)
-        raise SystemExit(2)
+    run = run_directory(args)
     from ppo_control.evaluation import EVAL_SEED_OFFSET, evaluate_episodes, make_eval_envs
     from ppo_control.observations import needs_privileged
     from ppo_control.run_layout import checkpoint_to_load
     from ppo_control.runs import load_run
 
-    run = Path(args["run"])
     loaded = load_run(run, checkpoint_to_load(run, None))
     cfg, policy = loaded.cfg, loaded.policy
     trained_step = policy.deterministic_step

@@ -114,3 +114,22 @@ class RecordedRollouts:
 
     def close(self) -> None:
         self.envs.close()
+
+
+MJX_LIMIT = 12  # a short time limit for the MJX Hopper: truncations within a few dozen steps, beside its falls
+
+
+@pytest.fixture(scope="module")
+def hopper():
+    """Four MJX Hoppers with the short time limit (tests/test_mjx*.py)."""
+    pytest.importorskip("brax", reason="the mjx extra is installed by .ci/run; pip install -e '.[mjx]'")
+    from ppo_control.envs.mjx_backend import MjxVecEnv
+
+    return MjxVecEnv("hopper", 4, max_episode_steps=MJX_LIMIT)
+
+
+def random_actions(steps, n, action_dim, seed=0):
+    """Seeded uniform actions in [-1, 1], [steps, n, action_dim]."""
+    import torch
+
+    return torch.rand(steps, n, action_dim, generator=torch.Generator().manual_seed(seed)) * 2 - 1

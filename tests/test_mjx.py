@@ -7,21 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import run_module
+from conftest import MJX_LIMIT, random_actions, run_module
 
-LIMIT = 12  # a short time limit: truncations happen within a few dozen steps, beside Hopper's falls
-
-
-@pytest.fixture(scope="module")
-def hopper():
-    pytest.importorskip("brax", reason="the mjx extra is installed by .ci/run; pip install -e '.[mjx]'")
-    from ppo_control.envs.mjx_backend import MjxVecEnv
-
-    return MjxVecEnv("hopper", 4, max_episode_steps=LIMIT)
-
-
-def random_actions(steps, n, action_dim, seed=0):
-    return torch.rand(steps, n, action_dim, generator=torch.Generator().manual_seed(seed)) * 2 - 1
+LIMIT = MJX_LIMIT
 
 
 @pytest.mark.slow

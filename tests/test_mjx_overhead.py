@@ -7,19 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-LIMIT = 12  # as test_mjx.py: truncations within a few dozen steps, beside Hopper's falls
+from conftest import MJX_LIMIT, random_actions
 
-
-@pytest.fixture(scope="module")
-def hopper():
-    pytest.importorskip("brax", reason="the mjx extra is installed by .ci/run; pip install -e '.[mjx]'")
-    from ppo_control.envs.mjx_backend import MjxVecEnv
-
-    return MjxVecEnv("hopper", 4, max_episode_steps=LIMIT)
-
-
-def random_actions(steps, n, action_dim, seed=0):
-    return torch.rand(steps, n, action_dim, generator=torch.Generator().manual_seed(seed)) * 2 - 1
+LIMIT = MJX_LIMIT
 
 
 def test_a_layout_packs_a_tree_into_one_array_per_dtype_and_back():
