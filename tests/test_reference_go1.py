@@ -54,7 +54,8 @@ def test_layout_is_envpools(envpool, env_id):
         assert [size for _, size in env.info.groups] == [len(task.groups["state"]), len(task.groups["privileged_state"])]
         assert env.info.obs_dim == 171 and env.info.action_dim == 12 and env.info.max_episode_steps == 1000
         assert env.reset(0).shape == (2, 171)
-        assert env.capabilities.renders and env.capabilities.randomizes_model and env.capabilities.saves_state
+        assert env.capabilities.renders and env.capabilities.saves_state and env.capabilities.replays_physics
+        assert not env.capabilities.randomizes_model  # not until randomize.* reaches the task
         assert has_reference(env_id) and has_reference(task.name)
     finally:
         env.close()
@@ -298,3 +299,40 @@ def test_replays_envpools_episodes(env_id, steps):
     finally:
         pool.close()
         ours.close()
+
+
+def test_go1_trains_on_its_reference_and_resumes_exactly(tmp_path):
+    """env.backend=mujoco end to end: a run on the reference, and the same run stopped halfway and
+    resumed, write the same rows (the reference saves its episodes in the checkpoint)."""
+    import json
+
+    from conftest import train_in_process
+
+    settings = (
+        "task=Go1JoystickFlatTerrain",
+        "env.backend=mujoco",
+        "env.n_envs=4",
+        "env.num_threads=1",
+        "ppo.rollout_steps=16",
+        "ppo.minibatches=2",
+        "eval.episodes=1",
+        "eval.every_steps=0",
+        "env.max_episode_steps=20",
+        "checkpoint.every_steps=64",
+        "ppo.lr_schedule=constant",  # a linear rate depends on total_steps, which the resume extends
+    )
+    train_in_process(tmp_path / "whole", *settings, "total_steps=128")
+    train_in_process(tmp_path / "halves", *settings, "total_steps=64")
+    from conftest import run_module
+
+    result = run_module("ppo_control.train", f"resume={tmp_path / 'halves'}", "total_steps=128")
+    assert result.returncode == 0, result.stderr
+
+    def rows(run):
+        lines = (run / "metrics.jsonl").read_text().splitlines()
+        # the training figures; the first run of the halves also evaluated at its end (step 64)
+        return [{k: v for k, v in json.loads(line).items() if k not in ("time", "sps") and not k.startswith("eval_")} for line in lines]
+
+    whole, halves = rows(tmp_path / "whole"), rows(tmp_path / "halves")
+    assert len(whole) == len(halves) == 2
+    assert whole == halves

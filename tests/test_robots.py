@@ -186,9 +186,16 @@ def test_env_kwargs_reach_envpool_and_show_in_the_contract():
     [
         (["env.kwargs.nosie_level=0"], "error: env.kwargs.nosie_level: Go1JoystickFlatTerrain-v1 has no such option; valid options:"),
         (["env.kwargs.seed=3"], "error: env.kwargs.seed: Go1JoystickFlatTerrain-v1 has no such option; valid options:"),
-        (["env.backend=gymnasium"], "error: env.backend=gymnasium: task Go1JoystickFlatTerrain-v1 runs on envpool only"),
-        (["randomize.friction=[0.5,1.5]"], "error: randomize.friction: task Go1JoystickFlatTerrain-v1 runs on envpool, which cannot"),
-        (["eval.video=true"], "error: eval.video=true: task Go1JoystickFlatTerrain-v1 runs on envpool, whose robot tasks cannot render"),
+        (["env.backend=gymnasium"], "error: env.backend=gymnasium: task Go1JoystickFlatTerrain-v1 runs on envpool or its MuJoCo reference"),
+        (["randomize.friction=[0.5,1.5]"], "error: randomize.friction: task Go1JoystickFlatTerrain-v1's robot cannot be randomized yet"),
+        (
+            ["task=SpotFlatTerrainJoystick", "eval.video=true"],  # Go1 renders on its MuJoCo reference; Spot has none
+            "error: eval.video=true: task SpotFlatTerrainJoystick-v1 runs on envpool, whose robot tasks cannot render",
+        ),
+        (
+            ["env.backend=mujoco", "task=SpotFlatTerrainJoystick"],
+            "error: env.backend=mujoco: task SpotFlatTerrainJoystick-v1 has no MuJoCo",
+        ),
         (["policy.critic_obs=[policy,privileged_state]"], "error: policy.critic_obs: unknown observation group 'privileged_state'"),
         (["env.n_envs=100000"], "error: env.n_envs=100000: Go1JoystickFlatTerrain-v1's pools need about"),
     ],
@@ -255,13 +262,18 @@ def test_missing_asset_package_names_the_pip_command(monkeypatch):
         envpool_backend.check_robot_task("Go1JoystickFlatTerrain-v1", {})
 
 
-def test_robustness_and_videos_say_why_they_cannot_run_on_envpool_robots(tmp_path):
+def test_an_envpool_go1_run_records_videos_through_its_reference_and_robustness_says_why_not(tmp_path):
+    import imageio.v3 as iio
+
     from conftest import train_in_process
 
     run = tmp_path / "go1"
     train_in_process(run, *GO1_TINY)
-    result = run_module("ppo_control.evaluate", f"run={run}", "episodes=1", "video=true")
-    assert result.returncode == 2 and "cannot render" in result.stderr and result.stderr.count("\n") == 1
-    assert not (run / "eval.json").exists()
+    result = run_module("ppo_control.evaluate", f"run={run}", "episodes=1", "video=true", f"video_dir={tmp_path / 'videos'}")
+    assert result.returncode == 0, result.stderr
+    (video,) = (tmp_path / "videos").rglob("*.mp4")
+    frames = iio.imread(video)
+    assert frames.shape[0] == json.loads((run / "eval.json").read_text())["lengths"][0] + 1  # the first state, then one per step
+    assert frames.std() > 5  # a drawn robot and floor, not a blank frame
     result = run_module("ppo_control.robustness", f"run={run}", "episodes=1")
-    assert result.returncode == 2 and "cannot randomize" in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    assert result.returncode == 2 and "cannot be randomized" in result.stderr and result.stderr.count("\n") == 1, result.stderr
