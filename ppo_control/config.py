@@ -86,6 +86,7 @@ class PPOConfig:
     target_kl: Optional[float] = MISSING
     normalize_adv: bool = MISSING
     normalize_adv_over: str = MISSING
+    compile: bool = MISSING
 
 
 @dataclass

@@ -7,6 +7,7 @@ Knows nothing about environments: it gets a flat batch of transitions and a poli
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
@@ -123,6 +124,59 @@ def explained_variance(predictions: torch.Tensor, targets: torch.Tensor) -> floa
     return float("nan") if var == 0 else float(1.0 - (targets - predictions).var() / var)
 
 
+def minibatch_loss(
+    policy: nn.Module,
+    mb: Batch,
+    clip_range: float,
+    vf_coef: float,
+    ent_coef: float | torch.Tensor,
+    value_clip: float | None,
+    normalize_advantages: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One minibatch's loss to minimize, -surrogate + vf_coef * value loss - ent_coef * entropy,
+    with its diagnostics: (loss, [policy_loss, value_loss, entropy, clip_fraction], approx KL),
+    the last two detached.
+
+    Everything between the minibatch and `backward()` lives here, so that it is one unit:
+    `PPOLearner(compiled=True)` hands this function to `torch.compile`, which fuses the policy's
+    forward pass, the loss and their backward pass into a few kernels instead of dozens of small
+    ones; `ppo_update` calls it as it is otherwise.
+    """
+    log_probs, entropy, values = policy.evaluate_actions(mb.obs, mb.actions, mb.memory)
+    log_ratio = log_probs - mb.log_probs
+    ratio = log_ratio.exp()
+
+    advantages = standardize(mb.advantages) if normalize_advantages else mb.advantages
+    policy_loss = -clipped_surrogate(ratio, advantages, clip_range).mean()
+    v_loss = value_loss(values, mb.values, mb.returns, value_clip)
+    entropy_mean = entropy.mean()
+    loss = policy_loss + vf_coef * v_loss - ent_coef * entropy_mean
+
+    with torch.no_grad():
+        kl = approx_kl(log_ratio)
+        clip_fraction = ((ratio - 1.0).abs() > clip_range).float().mean()
+        diagnostics = torch.stack([policy_loss, v_loss, entropy_mean, clip_fraction])
+    return loss, diagnostics, kl
+
+
+def compiled_minibatch_loss() -> Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """`minibatch_loss` through `torch.compile`: the same loss and gradients, up to floating-point
+    rounding (fused kernels add and round in another order, and compute tanh, exp and expm1 with
+    their own vectorized routines).
+
+    Compiled for the minibatch's shapes on the first call (seconds to a minute; it needs a C++
+    compiler) and never again in a run: every minibatch of a run has the same shapes
+    (dynamic=False), and the entropy bonus, the one argument a schedule changes, goes in as a
+    tensor, where as a float each new value would be compiled anew."""
+    compiled = torch.compile(minibatch_loss, dynamic=False)
+
+    def loss(policy, mb, clip_range, vf_coef, ent_coef, value_clip, normalize_advantages):
+        ent_coef = torch.tensor(ent_coef, device=mb.obs.device)
+        return compiled(policy, mb, clip_range, vf_coef, ent_coef, value_clip, normalize_advantages)
+
+    return loss
+
+
 def linear_decay(value: float, step: int, total_steps: int) -> float:
     """`value` at step 0, falling linearly to zero at total_steps (and staying there)."""
     return value * max(1.0 - step / total_steps, 0.0)
@@ -183,14 +237,16 @@ def ppo_update(
     generator: torch.Generator,
     sync: Distributed | None = None,
     ent_coef: float | None = None,
+    loss_fn: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = minibatch_loss,
 ) -> dict[str, float]:
     """Run up to `hp.epochs` passes of `hp.minibatches` minibatches over `batch`.
 
     `hp` is the `ppo` config section; `ent_coef` (default `hp.ent_coef`) is this update's
-    entropy bonus, for a schedule. Before each minibatch's optimizer step the approximate KL of
-    that minibatch is measured (averaged over ranks); once it exceeds the threshold the loop stops
-    without taking that step. With `sync`, gradients are averaged over ranks every minibatch.
-    Returns the diagnostics averaged over the minibatches evaluated.
+    entropy bonus, for a schedule; `loss_fn` is `minibatch_loss` or its compiled form. Before each
+    minibatch's optimizer step the approximate KL of that minibatch is measured (averaged over
+    ranks); once it exceeds the threshold the loop stops without taking that step. With `sync`,
+    gradients are averaged over ranks every minibatch. Returns the diagnostics averaged over the
+    minibatches evaluated.
     """
     sync = sync or Distributed()
     batch_size = len(batch)
@@ -205,7 +261,7 @@ def ppo_update(
     clip_range, vf_coef = float(hp.clip_range), float(hp.vf_coef)
     value_clip = clip_range if hp.clip_value_loss else None
     max_norm = float(hp.max_grad_norm) if hp.max_grad_norm is not None else float("inf")
-    ent_coef = hp.ent_coef if ent_coef is None else ent_coef
+    ent_coef = float(hp.ent_coef if ent_coef is None else ent_coef)
     params = [p for p in policy.parameters() if p.requires_grad]
 
     # Diagnostics are summed as tensors and read once at the end: no host sync per minibatch for
@@ -219,31 +275,20 @@ def ppo_update(
         # minibatch would cost more than the small networks' forward pass.
         order = torch.randperm(batch_size, generator=generator).to(batch.obs.device)
         for mb in batch.subset(order).minibatches(hp.minibatches):
-            log_probs, entropy, values = policy.evaluate_actions(mb.obs, mb.actions, mb.memory)
-            log_ratio = log_probs - mb.log_probs
-            ratio = log_ratio.exp()
-
-            advantages = standardize(mb.advantages) if normalize_minibatches else mb.advantages
-            policy_loss = -clipped_surrogate(ratio, advantages, clip_range).mean()
-            v_loss = value_loss(values, mb.values, mb.returns, value_clip)
-            entropy_mean = entropy.mean()
-            loss = policy_loss + vf_coef * v_loss - ent_coef * entropy_mean
-
-            with torch.no_grad():
-                kl = approx_kl(log_ratio)
-                clip_fraction = ((ratio - 1.0).abs() > clip_range).float().mean()
-                totals[:4] += torch.stack([policy_loss, v_loss, entropy_mean, clip_fraction])
+            loss, diagnostics, kl = loss_fn(policy, mb, clip_range, vf_coef, ent_coef, value_clip, normalize_minibatches)
+            totals[:4] += diagnostics
             minibatches_seen += 1
             if not torch.isfinite(loss):
+                policy_loss, v_loss, entropy_mean = diagnostics[:3].tolist()
                 raise NonFiniteError(
-                    f"non-finite loss (policy {policy_loss.item():.4g}, value {v_loss.item():.4g}, entropy {entropy_mean.item():.4g}) "
+                    f"non-finite loss (policy {policy_loss:.4g}, value {v_loss:.4g}, entropy {entropy_mean:.4g}) "
                     f"at epoch {epochs_run}, minibatch {minibatches_seen}; the parameters were not changed by it"
                 )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             # One all-reduce carries the gradients and this minibatch's KL, so every rank sees the
             # same averaged KL and stops (or steps) together. Single process: a no-op.
-            kl = sync.average_gradients(params, kl.detach().reshape(1))[0]
+            kl = sync.average_gradients(params, kl.reshape(1))[0]
             totals[4] += kl
             if kl_limit is not None and float(kl) > kl_limit:
                 stopped_early = True
@@ -278,12 +323,27 @@ def _adam(parameters: list[nn.Parameter], learning_rate: float) -> torch.optim.A
 
 
 class PPOLearner:
-    """The policy's optimizer and learning-rate schedule; `update(batch, step)` is one PPO update."""
+    """The policy's optimizer and learning-rate schedule; `update(batch, step)` is one PPO update.
 
-    def __init__(self, policy: nn.Module, hp, total_steps: int, generator: torch.Generator, sync: Distributed | None = None):
+    `compiled=True` computes each minibatch's loss and gradients with `compiled_minibatch_loss`
+    (feed-forward policies; a recurrent one's sequence replay cuts its sequences where episodes
+    start, which depends on the data, so it stays eager). It pays a one-time compilation at the
+    first update for cheaper minibatches after it: worth it for long runs, not for a short one.
+    """
+
+    def __init__(
+        self,
+        policy: nn.Module,
+        hp,
+        total_steps: int,
+        generator: torch.Generator,
+        sync: Distributed | None = None,
+        compiled: bool = False,
+    ):
         self.policy, self.hp, self.total_steps, self.generator = policy, hp, total_steps, generator
         self.sync = sync or Distributed()
         self.optimizer = _adam(list(policy.parameters()), hp.learning_rate)
+        self.loss_fn = compiled_minibatch_loss() if compiled and not policy.recurrent else minibatch_loss
 
     def gamma(self, step: int) -> float:
         """The discount the rollout collected at `step` is prepared with (`ppo.gamma_end`). A short
@@ -314,7 +374,7 @@ class PPOLearner:
         lr = scheduled_learning_rate(self.hp.lr_schedule, self.hp.learning_rate, self.learning_rate, step, self.total_steps)
         ent_coef = scheduled_entropy_coef(self.hp.ent_schedule, self.hp.ent_coef, step, self.total_steps)
         set_learning_rate(self.optimizer, lr)
-        stats = ppo_update(self.policy, self.optimizer, batch, self.hp, self.generator, self.sync, ent_coef)
+        stats = ppo_update(self.policy, self.optimizer, batch, self.hp, self.generator, self.sync, ent_coef, self.loss_fn)
         if self.hp.lr_schedule == "adaptive":
             set_learning_rate(self.optimizer, adapt_learning_rate(lr, stats["approx_kl"], self.hp.target_kl))
         stats["learning_rate"] = lr

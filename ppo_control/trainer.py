@@ -158,7 +158,7 @@ class Trainer:
         self.dist.broadcast_parameters(self.policy)
         if self.dist.enabled:
             torch.manual_seed(cfg.seed + RANK_SEED_STRIDE * self.dist.rank)  # each rank samples its own actions
-        self.learner = PPOLearner(self.policy, cfg.ppo, cfg.total_steps, self.generator, self.dist)
+        self.learner = PPOLearner(self.policy, cfg.ppo, cfg.total_steps, self.generator, self.dist, compiled=bool(cfg.ppo.compile))
         # Envs that simulate on the training device get the collector that keeps the rollout there.
         collector_type = DeviceRolloutCollector if self.envs.capabilities.device_resident else RolloutCollector
         self.collector = collector_type(
