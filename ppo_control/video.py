@@ -398,9 +398,7 @@ def _velocities(obs: np.ndarray, where: TrackingIndices | None) -> list[tuple[np
     """Per sub-env, (command, measured) as vx, vy, wz; [] where the task has no command."""
     if where is None:
         return []
-    command = obs[:, [*where.command_lin, where.command_ang]]
-    measured = obs[:, [*where.measured_lin, where.measured_ang]]
-    return list(zip(command, measured))
+    return list(zip(where.commanded(obs), where.measured(obs)))
 
 
 def velocity_rows(command: np.ndarray, measured: np.ndarray) -> tuple[tuple[str, str], ...]:

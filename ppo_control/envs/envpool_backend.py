@@ -250,6 +250,14 @@ class TrackingIndices:
     command_ang: int
     measured_ang: int
 
+    def commanded(self, obs: np.ndarray) -> np.ndarray:
+        """The command of every row of `obs`: vx, vy, wz, [n, 3]."""
+        return obs[:, [*self.command_lin, self.command_ang]]
+
+    def measured(self, obs: np.ndarray) -> np.ndarray:
+        """The measured velocity it commands: vx, vy, wz, [n, 3]."""
+        return obs[:, [*self.measured_lin, self.measured_ang]]
+
 
 def tracking_indices(env_id: str, groups) -> TrackingIndices | None:
     """The tracking layout of a joystick task from its element names; None for other tasks."""
@@ -299,8 +307,8 @@ def command_response(obs: np.ndarray, where: TrackingIndices) -> dict[str, np.nd
     """Per direction, the parts of `response/<direction>`: the speed measured along it over the speed
     commanded, on the steps that command at least RESPONSE_MIN_COMMAND that way (1: follows, 0:
     stands still, negative: goes the other way)."""
-    command = obs[:, where.command_lin + [where.command_ang]].astype(np.float64)
-    measured = obs[:, where.measured_lin + [where.measured_ang]].astype(np.float64)
+    command = where.commanded(obs).astype(np.float64)
+    measured = where.measured(obs).astype(np.float64)
     out = {}
     for name, k, sign in RESPONSE_DIRECTIONS:
         asked = sign * command[:, k]

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ppo_control.envs.base import Capabilities, EnvInfo, EpisodeTracker, StepResult, as_arrays, usable_cores
+from ppo_control.envs.envpool_backend import tracking_errors, tracking_indices
 from ppo_control.errors import UserError
 
 
@@ -206,10 +207,6 @@ class ReferenceTask(Protocol):
         """Apply `actions` (float64 [num_envs, action_dim], already clipped) for one control period."""
         ...
 
-    def tracking_errors(self, obs: np.ndarray) -> dict[str, np.ndarray]:
-        """The velocity tracking errors of a joystick task ({} for others), from observations."""
-        ...
-
     def get_state(self) -> dict[str, np.ndarray]:
         """The task's own per-sub-env state (commands, counters, previous actions, ...), as arrays."""
         ...
@@ -244,6 +241,7 @@ class ReferenceVecEnv:
         self._steps = np.zeros(self.num_envs, dtype=np.int64)
         self._episodes = EpisodeTracker(self.num_envs)
         self._stepped: tuple[np.ndarray, np.ndarray] | None = None
+        self._tracking = tracking_indices(task.env_id, task.groups)
 
     @property
     def control_period_s(self) -> float:
@@ -274,7 +272,8 @@ class ReferenceVecEnv:
         terminated = out.terminated & ~truncated
         obs, reward, terminated, truncated, ended = as_arrays(out.obs.astype(np.float32), out.reward, terminated, truncated)
         diagnostics = {f"reward/{name}": values.astype(np.float64) for name, values in out.terms.items()}
-        diagnostics.update(self.task.tracking_errors(obs))
+        if self._tracking is not None:
+            diagnostics.update(tracking_errors(obs, self._tracking))
         self._stepped = None
         final_obs = obs
         if len(ended):

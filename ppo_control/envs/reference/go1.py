@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 
 from ppo_control.envs import playground
-from ppo_control.envs.envpool_backend import tracking_errors, tracking_indices
 from ppo_control.envs.reference.batch import PhysicsBatch, TaskStep
 from ppo_control.errors import UserError
 
@@ -161,7 +160,7 @@ class Go1Joystick:
     """The task on a PhysicsBatch of `num_envs` sub-envs (the ReferenceTask protocol of batch.py).
 
     Per-sub-env task state lives in [num_envs, ...] arrays: the command and its countdown, the last
-    two actions, the feet's air time, swing peak and last contact.
+    action, the feet's air time, swing peak and last contact.
     """
 
     def __init__(
@@ -181,7 +180,6 @@ class Go1Joystick:
         self.control_period_s = options["ctrl_dt"]
         self.substeps = int(llround(options["ctrl_dt"] / options["sim_dt"]))
         self.groups = (("policy", len(task.groups["state"])), ("privileged", len(task.groups["privileged_state"])))
-        self._tracking = tracking_indices(env_id, self.groups)
 
         home = model.key("home").qpos.copy()
         self.init_qpos = home
@@ -217,7 +215,6 @@ class Go1Joystick:
         self.command = np.zeros((n, 3))
         self.steps_until_next_cmd = np.zeros(n, dtype=np.int64)
         self.last_act = np.zeros((n, NU))
-        self.last_last_act = np.zeros((n, NU))
         self.feet_air_time = np.zeros((n, len(FEET)))
         self.swing_peak = np.zeros((n, len(FEET)))
         self.last_contact = np.zeros((n, len(FEET)), dtype=bool)
@@ -258,7 +255,7 @@ class Go1Joystick:
         return self._observe(ids, self._read(ids), {i: rng})[0]
 
     def _clear(self, ids: np.ndarray) -> None:
-        for array in (self.last_act, self.last_last_act, self.feet_air_time, self.swing_peak, self.last_contact):
+        for array in (self.last_act, self.feet_air_time, self.swing_peak, self.last_contact):
             array[ids] = 0
 
     def _countdown(self, rng: np.random.Generator) -> int:
@@ -297,7 +294,6 @@ class Go1Joystick:
             self.steps_until_next_cmd[i] = self._countdown(rngs[i])
         obs = self._observe(np.arange(self.num_envs), r, rngs)
 
-        self.last_last_act[:] = self.last_act
         self.last_act[:] = actions
         self.feet_air_time[contact] = 0.0
         self.swing_peak[contact] = 0.0
@@ -397,7 +393,7 @@ class Go1Joystick:
         return np.concatenate([state, privileged], axis=1)
 
     # --- state for checkpoints ----------------------------------------------------------------
-    _STATE = ("command", "steps_until_next_cmd", "last_act", "last_last_act", "feet_air_time", "swing_peak", "last_contact")
+    _STATE = ("command", "steps_until_next_cmd", "last_act", "feet_air_time", "swing_peak", "last_contact")
 
     def get_state(self) -> dict[str, np.ndarray]:
         return {name: getattr(self, name).copy() for name in self._STATE}
@@ -405,7 +401,3 @@ class Go1Joystick:
     def set_state(self, state: dict[str, np.ndarray]) -> None:
         for name in self._STATE:
             getattr(self, name)[:] = np.asarray(state[name])
-
-    def tracking_errors(self, obs: np.ndarray) -> dict[str, np.ndarray]:
-        """The planar and yaw-rate tracking errors, as envpool's adapter measures them."""
-        return tracking_errors(obs, self._tracking) if self._tracking is not None else {}
