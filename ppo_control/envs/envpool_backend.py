@@ -18,12 +18,13 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ppo_control.envs import playground
+from ppo_control.envs import physics_assets, playground
 from ppo_control.envs.base import Capabilities, EnvInfo, EpisodeTracker, StepResult, as_arrays
 from ppo_control.errors import UserError
 from ppo_control.observations import POLICY, PRIVILEGED
@@ -96,15 +97,37 @@ def check_robot_task(env_id: str, kwargs: dict[str, Any]) -> None:
 
 # What a pool holds beyond its sub-envs' models and data (threads, queues, the observation buffers).
 POOL_MEMORY_MARGIN = 1.1
+# envpool's own state per sub-env (its C++ env object, action and state buffers), beyond MuJoCo's
+# model and data; tests/test_robots.py checks the estimate against a real pool's growth.
+ENVPOOL_SUB_ENV_BYTES = 256 * 1024
+
+
+def physics_base_path(env_id: str) -> str:
+    """The base_path a robot task's pools load their model from: the physics-only copy of the asset
+    tree (physics_assets.py). envpool gives every sub-env its own copy of the model, and the
+    original's meshes and textures would be most of the pool's memory."""
+    task = playground.robot_task(env_id)
+    original = import_envpool().make_spec(env_id).config.base_path
+    try:
+        return physics_assets.base_path(task, original)
+    except OSError as exc:  # no writable cache: the full model works, with more memory per sub-env
+        warnings.warn(f"{task.name}: could not write the physics-only model ({exc}); using the full one", stacklevel=2)
+        return original
 
 
 def sub_env_bytes(env_id: str) -> int:
-    """The memory of one sub-env of a robot task's pool: envpool gives every sub-env its own copy of
-    the MuJoCo model and data, and a Playground robot's model carries its meshes (tens of MB)."""
+    """The memory of one sub-env of a robot task's pool: its own copy of the (physics-only) MuJoCo
+    model, its data, and envpool's share."""
     import mujoco
 
-    model = playground.load_model(playground.robot_task(env_id))
-    return int(model.nbuffer + mujoco.MjData(model).nbuffer)
+    task = playground.robot_task(env_id)
+    model = playground.load_model(task, physics_base_path(env_id))
+    data = mujoco.MjData(model)
+    if task.default_keyframe:
+        mujoco.mj_resetDataKeyframe(model, data, model.key(task.default_keyframe).id)
+    for _ in range(20):  # the arena is reserved whole and used as contacts need it: count what stepping uses
+        mujoco.mj_step(model, data)
+    return int(model.nbuffer + data.nbuffer + data.maxuse_arena + ENVPOOL_SUB_ENV_BYTES)
 
 
 def available_memory_bytes() -> int | None:
@@ -147,6 +170,8 @@ class EnvpoolVecEnv:
     def __init__(self, env_id: str, num_envs: int, num_threads: int, kwargs: dict[str, Any], max_episode_steps: int | None):
         envpool = import_envpool()
         kwargs, self._keep = observation_cut(env_id, kwargs)
+        if is_robot_task(env_id):
+            kwargs = {**kwargs, "base_path": physics_base_path(env_id)}
         self._make = lambda seed: envpool.make_gymnasium(
             env_id,
             num_envs=num_envs,
