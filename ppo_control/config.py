@@ -201,6 +201,20 @@ class RobustnessArgs:
 
 
 @dataclass
+class Sim2SimArgs:
+    run: Optional[str] = None  # the run directory: its export/policy.pt, config (seed, task options) and eval.json
+    export: Optional[str] = None  # an exported file (.pt TorchScript or .onnx); default <run>/export/policy.pt
+    episodes: int = 16  # one per robot, all stepped together
+    seed: Optional[int] = None  # default: the run's own evaluation seed (the evaluation's episodes)
+    latency: int = 0  # control periods between an observation and its action reaching the motors
+    friction: float = 1.0  # scale of every geom's sliding friction
+    added_mass: float = 0.0  # kg added to the robot's base
+    kp_scale: float = 1.0  # the motors' gain against the export's robot.kp
+    video: bool = False  # also record the first robot's episode (<out>.mp4)
+    out: Optional[str] = None  # default: <run>/sim2sim/sim2sim.json (beside the export without run=)
+
+
+@dataclass
 class ExportArgs:
     run: str = MISSING  # the run directory
     format: str = "torchscript"  # torchscript | onnx

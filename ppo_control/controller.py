@@ -82,6 +82,12 @@ class RobotContract:
         if not elements or len(elements) != int(metadata.get("obs_dim", -1)):
             raise UserError("the export's metadata does not name every element of the policy's observation (observation.groups)")
         n = len(robot["joint_names"])
+        period, sim_period, substeps = float(robot["control_period_s"]), float(robot["sim_period_s"]), int(robot["sim_substeps"])
+        if substeps < 1 or sim_period <= 0 or abs(period - sim_period * substeps) > 1e-9 * max(period, 1.0):
+            raise UserError(
+                f"the export's robot.control_period_s ({period:g} s) is not robot.sim_substeps ({substeps}) "
+                f"x robot.sim_period_s ({sim_period:g} s): its timing contradicts itself"
+            )
         gait = robot.get("gait_phase") or {}
         return cls(
             joint_names=tuple(robot["joint_names"]),

@@ -68,12 +68,12 @@ def load_policy(path: Path, checkpoint: str | None = None) -> LoadedPolicy:
         raise UserError(f"'{path}' does not exist; give a run directory, a checkpoint (.pt) or an export (.pt, .onnx)")
     if path.suffix == ".onnx":
         return load_onnx(path)
-    if _is_torchscript(path):
+    if is_torchscript(path):
         return load_torchscript(path)
     return _from_run(path.parent.parent, str(path))  # <run>/checkpoints/<name>.pt
 
 
-def _is_torchscript(path: Path) -> bool:
+def is_torchscript(path: Path) -> bool:
     """TorchScript archives hold compiled code; training checkpoints hold only pickled tensors."""
     try:
         with zipfile.ZipFile(path) as archive:

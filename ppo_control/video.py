@@ -394,7 +394,7 @@ class PhysicsEpisode:
     velocities: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
 
 
-def _velocities(obs: np.ndarray, where: TrackingIndices | None) -> list[tuple[np.ndarray, np.ndarray]]:
+def command_and_measured(obs: np.ndarray, where: TrackingIndices | None) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per sub-env, (command, measured) as vx, vy, wz; [] where the task has no command."""
     if where is None:
         return []
@@ -418,7 +418,7 @@ def play_physics_episodes(
     obs = envs.reset(seed)
     qpos, qvel = envs.physics_states()
     episodes = [PhysicsEpisode([qpos[i]], [qvel[i]]) for i in range(envs.num_envs)]
-    for episode, velocity in zip(episodes, _velocities(obs, where)):
+    for episode, velocity in zip(episodes, command_and_measured(obs, where)):
         episode.velocities.append(velocity)
     running = np.ones(envs.num_envs, dtype=bool)
     state = policy.initial_state(envs.num_envs)
@@ -427,7 +427,7 @@ def play_physics_episodes(
             action, state = policy.deterministic_step(torch.from_numpy(obs).to(device), state)
         result = envs.step(action.cpu().numpy())
         qpos, qvel = envs.stepped_states()
-        velocities = _velocities(result.final_obs, where)  # the step's own state, before any reset
+        velocities = command_and_measured(result.final_obs, where)  # the step's own state, before any reset
         for i in np.flatnonzero(running):
             episodes[i].qpos.append(qpos[i])
             episodes[i].qvel.append(qvel[i])

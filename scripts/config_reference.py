@@ -50,7 +50,7 @@ def table(rows: list[tuple[str, str, str]]) -> list[str]:
 
 def render() -> str:
     from ppo_control.benchmark import BenchmarkArgs
-    from ppo_control.config import EvaluateArgs, ExportArgs, RobustnessArgs, train_yaml_keys
+    from ppo_control.config import EvaluateArgs, ExportArgs, RobustnessArgs, Sim2SimArgs, train_yaml_keys
     from ppo_control.plot import PlotArgs
 
     lines = [HEADER, "## train", "", "`python -m ppo_control.train task=<T> [key=value ...]`", ""]
@@ -67,6 +67,7 @@ def render() -> str:
         ("evaluate", EvaluateArgs),
         ("export", ExportArgs),
         ("robustness", RobustnessArgs),
+        ("sim2sim", Sim2SimArgs),
         ("plot", PlotArgs),
         ("benchmark", BenchmarkArgs),
     ):

@@ -12,6 +12,7 @@ COMMANDS = {
     "evaluate": ["run=(required)", "episodes=10", "randomize.body_mass=null"],
     "export": ["format=torchscript", "overwrite=False"],
     "robustness": ["episodes=5", "delay=[0,1,2,3]"],
+    "sim2sim": ["export=null", "latency=0", "kp_scale=1.0"],
     "plot": ["x=steps", "out=null"],
     "benchmark": ["tasks=(required)", "seeds=3"],
     "tasks": ["python -m ppo_control.tasks"],

@@ -39,6 +39,7 @@ LAYERS = [
             "loaded_policy",
             "controller",
             "robustness",
+            "sim2sim",
             "plot",
             "benchmark",
             "tasks",

@@ -78,7 +78,7 @@ def test_each_readme_command_answers_help(cmd):
 
 
 def test_the_readme_runs_every_command():
-    assert set(_readme_bash_commands()) >= {"train", "evaluate", "export", "robustness", "plot", "benchmark", "tasks"}
+    assert set(_readme_bash_commands()) >= {"train", "evaluate", "export", "robustness", "sim2sim", "plot", "benchmark", "tasks"}
 
 
 # What each first-run command gets appended so it runs in seconds; the command as shown stays intact.
