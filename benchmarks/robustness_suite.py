@@ -32,7 +32,7 @@ DEFAULTS = {"suites": [], "episodes": 5, "out": "benchmarks/results/robust-1M/ro
 
 def read_cells(run: Path) -> list[dict]:
     with open(run / ROBUSTNESS_CSV, encoding="utf-8") as handle:
-        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(handle)]
+        return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(handle)]
 
 
 def summarize(cells: list[dict]) -> dict[str, float]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -110,21 +110,55 @@ class ControllerLoop:
         return result, self._observe()
 
 
-def perturb_world(world, contract, friction: float, added_mass: float, kp_scale: float) -> None:
+@dataclass(frozen=True)
+class Perturbation:
+    """The real robot against the trained one: what sim2sim and a robot's robustness grid vary."""
+
+    latency: int = 0  # control periods between an observation and its action reaching the motors
+    friction: float = 1.0  # scale of every geom's sliding friction
+    mass_scale: float = 1.0  # scale of every body's mass and inertia
+    added_mass: float = 0.0  # kg added to the base (after the scale)
+    kp_scale: float = 1.0  # the motors' gain against the contract's
+
+
+def perturb_world(world, contract, perturbation: Perturbation) -> None:
     """The contract's PD loop and timing on the world's model (as a controller configures its
     robot), then the perturbations of the real robot against it."""
     from ppo_control.controller import configure_model
 
-    model = world.mj_model  # shared by every sub-env
-    configure_model(model, replace(contract, kp=contract.kp * kp_scale))
+    model, p = world.mj_model, perturbation  # the model is shared by every sub-env
+    configure_model(model, replace(contract, kp=contract.kp * p.kp_scale))
     world.task.substeps = contract.sim_substeps  # the controller's control period, not the world's
-    model.geom_friction[:, 0] *= friction
+    model.geom_friction[:, 0] *= p.friction
+    model.body_mass[:] *= p.mass_scale
+    model.body_inertia[:] *= p.mass_scale
     base = world.task.torso_body
-    if added_mass:
-        if model.body_mass[base] + added_mass <= 0:
-            raise UserError(f"sim2sim: added_mass={added_mass} leaves the base with no mass (it weighs {model.body_mass[base]:.2f} kg)")
-        model.body_inertia[base] *= (model.body_mass[base] + added_mass) / model.body_mass[base]
-        model.body_mass[base] += added_mass
+    if p.added_mass:
+        if model.body_mass[base] + p.added_mass <= 0:
+            raise UserError(f"sim2sim: added_mass={p.added_mass} leaves the base with no mass (it weighs {model.body_mass[base]:.2f} kg)")
+        model.body_inertia[base] *= (model.body_mass[base] + p.added_mass) / model.body_mass[base]
+        model.body_mass[base] += p.added_mass
+
+
+def drive(policy, metadata: dict[str, Any], env_kwargs: dict[str, Any], episodes: int, seed: int, perturbation: Perturbation, record=None):
+    """`policy` (a LoadedPolicy) driving the reference of metadata's robot through the contract in
+    `metadata` (an export's, or one built the same way for a checkpoint), episodes as long as the
+    run's (metadata's max_episode_steps): (Evaluation, the recorded sub-env's PhysicsEpisode or None,
+    the world's model, its control period)."""
+    from ppo_control.controller import RobotContract
+    from ppo_control.envs.reference import REFERENCE_TASKS, has_reference, make_reference_vec_env
+
+    contract = RobotContract.from_metadata(metadata)
+    env_id = str(metadata.get("env_id", ""))
+    if not has_reference(env_id):
+        raise UserError(f"{env_id or 'this export'} has no MuJoCo reference; robots with one: {', '.join(REFERENCE_TASKS)}")
+    world = make_reference_vec_env(env_id, episodes, env_kwargs, max_episode_steps=metadata.get("max_episode_steps"))
+    try:
+        perturb_world(world, contract, perturbation)
+        evaluation, episode = run_episodes(ControllerLoop(world, contract, perturbation.latency), policy, seed, record)
+        return evaluation, episode, world.mj_model, world.control_period_s
+    finally:
+        world.close()
 
 
 def run_episodes(loop: ControllerLoop, policy, seed: int, record: int | None = None):
@@ -178,31 +212,19 @@ def sim2sim(**arguments: Any) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     from ppo_control.checkpoint import atomic_write
-    from ppo_control.controller import RobotContract
-    from ppo_control.envs.reference import REFERENCE_TASKS, has_reference, make_reference_vec_env
     from ppo_control.evaluation import EVAL_SEED_OFFSET
     from ppo_control.loaded_policy import load_policy
 
     policy = load_policy(path)
-    contract = RobotContract.from_metadata(policy.metadata)
-    env_id = str(policy.metadata.get("env_id", ""))
-    if not has_reference(env_id):
-        raise UserError(f"sim2sim: {env_id or 'this export'} has no MuJoCo reference; robots with one: {', '.join(REFERENCE_TASKS)}")
     run_cfg = None
     if args.run is not None and (Path(args.run) / "config.yaml").is_file():
         run_cfg = OmegaConf.load(Path(args.run) / "config.yaml")
     kwargs = dict(OmegaConf.to_container(run_cfg.env.kwargs)) if run_cfg is not None and run_cfg.env.get("kwargs") else {}
     seed = args.seed if args.seed is not None else (int(run_cfg.seed) if run_cfg is not None else 0) + EVAL_SEED_OFFSET
     out = Path(args.out) if args.out else (Path(args.run) if args.run else path.parent) / OUT_DIR / OUT_FILE
-
-    world = make_reference_vec_env(env_id, args.episodes, kwargs)
-    try:
-        perturb_world(world, contract, args.friction, args.added_mass, args.kp_scale)
-        loop = ControllerLoop(world, contract, args.latency)
-        evaluation, episode = run_episodes(loop, policy, seed, record=0 if args.video else None)
-        model, dt = world.mj_model, world.control_period_s
-    finally:
-        world.close()
+    perturbation = Perturbation(args.latency, args.friction, 1.0, args.added_mass, args.kp_scale)
+    evaluation, episode, model, dt = drive(policy, policy.metadata, kwargs, args.episodes, seed, perturbation, 0 if args.video else None)
+    env_id = str(policy.metadata["env_id"])
     result = {
         "export": str(path),
         "format": "onnx" if path.suffix == ".onnx" else "torchscript",

@@ -20,7 +20,7 @@ from ppo_control.controller import RobotContract
 from ppo_control.envs.reference import make_reference_vec_env
 from ppo_control.errors import UserError
 from ppo_control.loaded_policy import load_policy
-from ppo_control.sim2sim import ControllerLoop, perturb_world, run_episodes, sim2sim
+from ppo_control.sim2sim import ControllerLoop, Perturbation, perturb_world, run_episodes, sim2sim
 from tests.test_controller import metadata as controller_metadata
 
 ENV_ID = "Go1JoystickFlatTerrain-v1"
@@ -59,8 +59,7 @@ def loop_on(path: Path, episodes: int = 2, max_steps: int = 40, noise_level: flo
     policy = load_policy(path)
     contract = RobotContract.from_metadata(policy.metadata)
     world = make_reference_vec_env(ENV_ID, episodes, {"noise_level": noise_level}, max_episode_steps=max_steps)
-    scales = {"friction": 1.0, "added_mass": 0.0, "kp_scale": 1.0} | perturbation
-    perturb_world(world, contract, scales["friction"], scales["added_mass"], scales["kp_scale"])
+    perturb_world(world, contract, Perturbation(**perturbation))
     return policy, world, ControllerLoop(world, contract, perturbation.get("latency", 0))
 
 
