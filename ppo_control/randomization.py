@@ -78,58 +78,37 @@ def _root_push_dofs(model: mujoco.MjModel) -> tuple[str, list[int]]:
     raise UserError("randomize.push_velocity: this task's robot has no free or sliding root joint to push; set randomize.push_velocity=0")
 
 
-class DomainRandomization(gym.Wrapper):
-    """Randomizes one MuJoCo sub-env (see the module docstring). Apply it below the time limit's
-    wrapper or above it alike: it keeps no per-step state that a time limit would cut."""
+class SubEnvRandomizer:
+    """The randomization of one sub-env, on its own MuJoCo model and data (see the module
+    docstring): the per-episode draws, what happens to each action, the sensor noise, and its
+    state. `DomainRandomization` applies it to a Gymnasium env; the MuJoCo references hold one per
+    sub-env."""
 
-    def __init__(self, env: gym.Env, settings: Randomization):
-        super().__init__(env)
+    def __init__(self, model: mujoco.MjModel, data: mujoco.MjData, settings: Randomization, action_low, action_high):
         self.settings = settings
-        base = env.unwrapped
-        if not hasattr(base, "model"):
-            raise UserError("randomize.* needs a MuJoCo env (one with a `model`); this env has none")
-        self._model: mujoco.MjModel = base.model
-        self._data: mujoco.MjData = base.data
+        self._model, self._data = model, data
+        self._action_low, self._action_high = np.asarray(action_low), np.asarray(action_high)
         self._nominal = {
-            "body_mass": self._model.body_mass.copy(),
-            "body_inertia": self._model.body_inertia.copy(),
-            "geom_friction": self._model.geom_friction.copy(),
-            "dof_damping": self._model.dof_damping.copy(),
-            "actuator_gainprm": self._model.actuator_gainprm.copy(),
-            "actuator_biasprm": self._model.actuator_biasprm.copy(),
+            "body_mass": model.body_mass.copy(),
+            "body_inertia": model.body_inertia.copy(),
+            "geom_friction": model.geom_friction.copy(),
+            "dof_damping": model.dof_damping.copy(),
+            "actuator_gainprm": model.actuator_gainprm.copy(),
+            "actuator_biasprm": model.actuator_biasprm.copy(),
         }
-        self._scratch = mujoco.MjData(self._model)  # mj_setConst works in an mjData: not the episode's
-        self._push = _root_push_dofs(self._model) if settings.push_velocity > 0 else None
+        self._scratch = mujoco.MjData(model)  # mj_setConst works in an mjData: not the episode's
+        self._push = _root_push_dofs(model) if settings.push_velocity > 0 else None
         self._rng = np.random.default_rng(RANDOMIZATION_STREAM)
         self.scales: dict[str, np.ndarray] = {}
         self._delay = 0
         self._pending: deque[np.ndarray] = deque()
         self._steps = 0
 
-    # --- episodes -------------------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        if seed is not None:
-            self._rng = np.random.default_rng([seed, RANDOMIZATION_STREAM])
-        self._draw_episode()
-        obs, info = self.env.reset(seed=seed, options=options)
-        return self._noisy(obs), info
+    def seed(self, seed: int) -> None:
+        """The sub-env's seeded reset: its own stream, apart from the env's."""
+        self._rng = np.random.default_rng([seed, RANDOMIZATION_STREAM])
 
-    def step(self, action):
-        action = np.asarray(action, dtype=np.float64)
-        if self.settings.action_noise > 0:
-            action = action + self._rng.normal(0.0, self.settings.action_noise, size=action.shape)
-            space = self.env.action_space
-            action = np.clip(action, space.low, space.high)
-        if self._delay:
-            self._pending.append(action)
-            action = self._pending.popleft()
-        self._steps += 1
-        if self._push is not None and self.settings.push_interval and self._steps % self.settings.push_interval == 0:
-            self._push_root()
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        return self._noisy(obs), reward, terminated, truncated, info
-
-    def _draw_episode(self) -> None:
+    def draw_episode(self) -> None:
         """This episode's physics scales, action delay, and an empty (zero-action) delay buffer."""
         self.scales = {}
         sizes = {
@@ -145,9 +124,24 @@ class DomainRandomization(gym.Wrapper):
         self._apply_scales()
         low, high = self.settings.action_delay or (0, 0)
         self._delay = int(self._rng.integers(low, high + 1))
-        zero = np.zeros(self.env.action_space.shape)
+        zero = np.zeros(self._action_low.shape)
         self._pending = deque([zero] * self._delay)
         self._steps = 0
+
+    def action(self, action: np.ndarray) -> np.ndarray:
+        """The action that reaches the robot this control step (noisy, clipped, delayed); pushes the
+        root when a push is due."""
+        action = np.asarray(action, dtype=np.float64)
+        if self.settings.action_noise > 0:
+            action = action + self._rng.normal(0.0, self.settings.action_noise, size=action.shape)
+            action = np.clip(action, self._action_low, self._action_high)
+        if self._delay:
+            self._pending.append(action)
+            action = self._pending.popleft()
+        self._steps += 1
+        if self._push is not None and self.settings.push_interval and self._steps % self.settings.push_interval == 0:
+            self._push_root()
+        return action
 
     def _apply_scales(self) -> None:
         """Nominal values times the current scales (a key without scales stays nominal)."""
@@ -173,28 +167,68 @@ class DomainRandomization(gym.Wrapper):
         else:
             self._data.qvel[dofs[0]] += size * self._rng.choice([-1.0, 1.0])
 
-    def _noisy(self, obs):
-        """Sensor noise on what the policy reads: the whole Box observation, or a Dict's `policy` group."""
+    def noise(self, size: int) -> np.ndarray:
+        """Sensor noise for `size` observed numbers (zeros without obs_noise)."""
         if self.settings.obs_noise <= 0:
-            return obs
-        if isinstance(obs, dict):
-            return {**obs, "policy": self._noisy(obs["policy"])}
-        return obs + self._rng.normal(0.0, self.settings.obs_noise, size=np.shape(obs)).astype(np.asarray(obs).dtype)
+            return np.zeros(size)
+        return self._rng.normal(0.0, self.settings.obs_noise, size=size)
 
     # --- state for checkpoints ------------------------------------------------------------------
-    def get_randomization_state(self) -> dict[str, Any]:
+    def get_state(self) -> dict[str, Any]:
         return {
             "rng": self._rng.bit_generator.state,
             "scales": {key: value.copy() for key, value in self.scales.items()},
             "delay": self._delay,
-            "pending": np.array(list(self._pending)).reshape(len(self._pending), *self.env.action_space.shape),
+            "pending": np.array(list(self._pending)).reshape(len(self._pending), *self._action_low.shape),
             "steps": self._steps,
         }
 
-    def set_randomization_state(self, state: dict[str, Any]) -> None:
+    def set_state(self, state: dict[str, Any]) -> None:
         self._rng.bit_generator.state = state["rng"]
         self.scales = {key: np.asarray(value, dtype=np.float64).copy() for key, value in state["scales"].items()}
         self._apply_scales()
         self._delay = int(state["delay"])
         self._pending = deque(np.asarray(row, dtype=np.float64) for row in np.asarray(state["pending"]))
         self._steps = int(state["steps"])
+
+
+class DomainRandomization(gym.Wrapper):
+    """Randomizes one MuJoCo sub-env (see the module docstring). Apply it below the time limit's
+    wrapper or above it alike: it keeps no per-step state that a time limit would cut."""
+
+    def __init__(self, env: gym.Env, settings: Randomization):
+        super().__init__(env)
+        self.settings = settings
+        base = env.unwrapped
+        if not hasattr(base, "model"):
+            raise UserError("randomize.* needs a MuJoCo env (one with a `model`); this env has none")
+        self.randomizer = SubEnvRandomizer(base.model, base.data, settings, env.action_space.low, env.action_space.high)
+
+    @property
+    def scales(self) -> dict[str, np.ndarray]:
+        return self.randomizer.scales
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if seed is not None:
+            self.randomizer.seed(seed)
+        self.randomizer.draw_episode()
+        obs, info = self.env.reset(seed=seed, options=options)
+        return self._noisy(obs), info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(self.randomizer.action(action))
+        return self._noisy(obs), reward, terminated, truncated, info
+
+    def _noisy(self, obs):
+        """Sensor noise on what the policy reads: the whole Box observation, or a Dict's `policy` group."""
+        if self.settings.obs_noise <= 0:
+            return obs
+        if isinstance(obs, dict):
+            return {**obs, "policy": self._noisy(obs["policy"])}
+        return obs + self.randomizer.noise(int(np.size(obs))).reshape(np.shape(obs)).astype(np.asarray(obs).dtype)
+
+    def get_randomization_state(self) -> dict[str, Any]:
+        return self.randomizer.get_state()
+
+    def set_randomization_state(self, state: dict[str, Any]) -> None:
+        self.randomizer.set_state(state)

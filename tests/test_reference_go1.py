@@ -55,7 +55,7 @@ def test_layout_is_envpools(envpool, env_id):
         assert env.info.obs_dim == 171 and env.info.action_dim == 12 and env.info.max_episode_steps == 1000
         assert env.reset(0).shape == (2, 171)
         assert env.capabilities.renders and env.capabilities.saves_state and env.capabilities.replays_physics
-        assert not env.capabilities.randomizes_model  # not until randomize.* reaches the task
+        assert env.capabilities.randomizes_model  # randomize.* on each sub-env's own model (tests/test_reference_randomization.py)
         assert has_reference(env_id) and has_reference(task.name)
     finally:
         env.close()

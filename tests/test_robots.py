@@ -188,7 +188,14 @@ def test_env_kwargs_reach_envpool_and_show_in_the_contract():
         (["env.kwargs.nosie_level=0"], "error: env.kwargs.nosie_level: Go1JoystickFlatTerrain-v1 has no such option; valid options:"),
         (["env.kwargs.seed=3"], "error: env.kwargs.seed: Go1JoystickFlatTerrain-v1 has no such option; valid options:"),
         (["env.backend=gymnasium"], "error: env.backend=gymnasium: task Go1JoystickFlatTerrain-v1 runs on envpool or its MuJoCo reference"),
-        (["randomize.friction=[0.5,1.5]"], "error: randomize.friction: task Go1JoystickFlatTerrain-v1's robot cannot be randomized yet"),
+        (
+            ["randomize.friction=[0.5,1.5]"],
+            "error: randomize.friction: envpool cannot change task Go1JoystickFlatTerrain-v1's robot; train on its MuJoCo reference",
+        ),
+        (
+            ["task=SpotFlatTerrainJoystick", "randomize.friction=[0.5,1.5]"],
+            "error: randomize.friction: envpool cannot change task SpotFlatTerrainJoystick-v1's robot; remove randomize.*",
+        ),
         (
             ["task=SpotFlatTerrainJoystick", "eval.video=true"],  # Go1 renders on its MuJoCo reference; Spot has none
             "error: eval.video=true: task SpotFlatTerrainJoystick-v1 runs on envpool, whose robot tasks cannot render",

@@ -91,8 +91,8 @@ def check_run(cfg) -> None:
     if cfg.env.backend == "envpool":
         n_eval = 0 if reference.has_reference(env_id) else min(int(cfg.eval.episodes), MAX_EVAL_ENVS)
         envpool_backend.check_pool_memory(env_id, int(cfg.env.n_envs), n_eval)
-    if cfg.eval.randomize:
-        raise UserError(f"eval.randomize=true: task {env_id}'s robot cannot be randomized yet; use false")
+    if cfg.eval.randomize and not reference.has_reference(env_id):
+        raise UserError(f"eval.randomize=true: task {env_id}'s robot cannot be randomized (it has no MuJoCo reference); use false")
     if cfg.eval.video and not reference.has_reference(env_id):
         raise UserError(f"eval.video=true: {RENDER_REFUSAL.format(env_id=env_id)}; use eval.video=false")
 
@@ -101,8 +101,8 @@ def check_robot_request(
     env_id: str, backend: str, kwargs: dict[str, Any], randomization: Randomization | None = None, rendering: bool = False
 ) -> None:
     """One line for what a Playground robot task cannot do: it runs on envpool, and on its MuJoCo
-    reference where it has one; envpool cannot change the model (randomize.*) or draw it, and the
-    references do not randomize yet. envpool's own options (env.kwargs) stay on both."""
+    reference where it has one; envpool cannot change the model (randomize.*) or draw it, the
+    references can. envpool's own options (env.kwargs) stay on both."""
     if backend == "mujoco" and not reference.has_reference(env_id):
         with_one = ", ".join(reference.REFERENCE_TASKS)
         raise UserError(f"env.backend=mujoco: task {env_id} has no MuJoCo reference; tasks with one: {with_one}")
@@ -110,10 +110,11 @@ def check_robot_request(
         valid = "env.backend=envpool or mujoco" if reference.has_reference(env_id) else "env.backend=envpool"
         raise UserError(f"env.backend={backend}: task {env_id} runs on envpool or its MuJoCo reference; use {valid}")
     envpool_backend.check_robot_task(env_id, kwargs)
-    if randomization is not None:
+    if randomization is not None and backend != "mujoco":
         key = next(f.name for f in dataclasses.fields(randomization) if getattr(randomization, f.name) != f.default)
+        where = "train on its MuJoCo reference (env.backend=mujoco) or remove" if reference.has_reference(env_id) else "remove"
         raise UserError(
-            f"randomize.{key}: task {env_id}'s robot cannot be randomized yet (envpool cannot change its model); remove randomize.* "
+            f"randomize.{key}: envpool cannot change task {env_id}'s robot; {where} randomize.* "
             f"(envpool's own observation noise is env.kwargs.noise_level and its parts: {', '.join(noise_options(env_id))})"
         )
     if rendering and backend != "mujoco":
@@ -156,7 +157,7 @@ def make_vec_env(
     if envpool_backend.is_robot_task(env_id):
         check_robot_request(env_id, backend, kwargs, randomization, rendering=render_mode is not None)
         if backend == "mujoco":
-            return reference.make_reference_vec_env(env_id, n, kwargs, env_cfg.max_episode_steps, threads())
+            return reference.make_reference_vec_env(env_id, n, kwargs, env_cfg.max_episode_steps, threads(), randomization=randomization)
         return envpool_backend.EnvpoolVecEnv(env_id, n, threads(), kwargs, env_cfg.max_episode_steps)
     gymnasium_backend.check_env_id(env_id)
     if backend == "envpool" and render_mode is None:

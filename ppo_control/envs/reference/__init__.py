@@ -35,15 +35,17 @@ def make_reference_vec_env(
     max_episode_steps: int | None = None,
     num_threads: int | None = None,
     rng: str = "envpool",
+    randomization=None,
 ) -> ReferenceVecEnv:
     """The reference VecEnv of `env_id` with `num_envs` sub-envs; `kwargs` are the envpool spec's
     task options (noise_level, reward scales, kp, kd, command ranges, ...). `rng`: "envpool"
-    replays envpool's random streams (same seed, same episodes), "numpy" draws from numpy's."""
+    replays envpool's random streams (same seed, same episodes), "numpy" draws from numpy's.
+    `randomization` (a randomization.Randomization): randomize.* on each sub-env's own model."""
     env_id = _env_id(env_id)
     if env_id in _GO1:
         from ppo_control.envs.reference.go1 import Go1Joystick
 
-        return ReferenceVecEnv(Go1Joystick(env_id, num_envs, kwargs, num_threads), max_episode_steps, rng)
+        return ReferenceVecEnv(Go1Joystick(env_id, num_envs, kwargs, num_threads), max_episode_steps, rng, randomization)
     raise UserError(f"env.id '{env_id}': no MuJoCo reference of this task; tasks with one: {', '.join(_GO1)}")
 
 

@@ -218,10 +218,9 @@ class ReferenceVecEnv:
     """A reference task as a VecEnv, with EnvpoolVecEnv's semantics for the same task: actions clipped
     to [-1, 1], same-step resets, truncation at the time limit, the reward terms as diagnostics."""
 
-    # randomizes_model stays False until randomize.* reaches the tasks (PhysicsBatch.set_model exists)
-    capabilities = Capabilities(saves_state=True, renders=True, replays_physics=True)
+    capabilities = Capabilities(saves_state=True, renders=True, replays_physics=True, randomizes_model=True)
 
-    def __init__(self, task: ReferenceTask, max_episode_steps: int | None = None, rng: str = "envpool"):
+    def __init__(self, task: ReferenceTask, max_episode_steps: int | None = None, rng: str = "envpool", randomization=None):
         if rng not in RNGS:
             raise UserError(f"rng={rng}: unknown random stream; valid: {', '.join(RNGS)}")
         self.task = task
@@ -242,6 +241,34 @@ class ReferenceVecEnv:
         self._episodes = EpisodeTracker(self.num_envs)
         self._stepped: tuple[np.ndarray, np.ndarray] | None = None
         self._tracking = tracking_indices(task.env_id, task.groups)
+        self._policy_size = dict(task.groups)["policy"]  # what the robot measures: where sensor noise goes
+        self._randomizers = [] if randomization is None else self._randomize(randomization)
+
+    def _randomize(self, settings) -> list:
+        """One SubEnvRandomizer per sub-env, each on its own copy of the model (randomize.*)."""
+        import copy
+
+        from ppo_control.randomization import SubEnvRandomizer
+
+        physics, ones = self.task.physics, np.ones(self.task.action_dim)
+        randomizers = []
+        for i in range(self.num_envs):
+            model = copy.copy(physics.model(0))
+            physics.set_model(i, model)
+            randomizers.append(SubEnvRandomizer(model, physics.data[i], settings, -ones, ones))
+        return randomizers
+
+    def _draw_episodes(self, ids) -> None:
+        for i in ids:
+            if self._randomizers:
+                self._randomizers[i].draw_episode()
+
+    def _noisy(self, obs: np.ndarray, ids) -> np.ndarray:
+        """Sensor noise (randomize.obs_noise) on the policy group of the sub-envs `ids`' rows of obs."""
+        if self._randomizers and self._randomizers[0].settings.obs_noise > 0:
+            for row, i in enumerate(ids):
+                obs[row, : self._policy_size] += self._randomizers[i].noise(self._policy_size).astype(obs.dtype)
+        return obs
 
     @property
     def control_period_s(self) -> float:
@@ -259,27 +286,37 @@ class ReferenceVecEnv:
         self._rngs = [make(seed + i) for i in range(self.num_envs)]
         self._steps[:] = 0
         self._episodes.clear()
-        obs = self.task.reset(np.arange(self.num_envs), self._rngs)
-        return obs.astype(np.float32)
+        everyone = np.arange(self.num_envs)
+        for i, randomizer in enumerate(self._randomizers):
+            randomizer.seed(seed + i)
+        self._draw_episodes(everyone)
+        obs = self.task.reset(everyone, self._rngs)
+        return self._noisy(obs.astype(np.float32), everyone)
 
     def step(self, actions: np.ndarray) -> StepResult:
         if not self._rngs:
             raise RuntimeError("reset() must be called before step()")
         clipped = np.clip(np.asarray(actions, dtype=np.float64).reshape(self.num_envs, -1), -1.0, 1.0)
+        if self._randomizers:  # action noise, latency and pushes, per sub-env
+            clipped = np.stack([randomizer.action(a) for randomizer, a in zip(self._randomizers, clipped)])
         out = self.task.step(clipped, self._rngs)
         self._steps += 1
         truncated = self._steps >= self.max_episode_steps
         terminated = out.terminated & ~truncated
-        obs, reward, terminated, truncated, ended = as_arrays(out.obs.astype(np.float32), out.reward, terminated, truncated)
+        clean = out.obs.astype(np.float32)
+        obs, reward, terminated, truncated, ended = as_arrays(
+            self._noisy(clean.copy(), np.arange(self.num_envs)), out.reward, terminated, truncated
+        )
         diagnostics = {f"reward/{name}": values.astype(np.float64) for name, values in out.terms.items()}
-        if self._tracking is not None:
-            diagnostics.update(tracking_errors(obs, self._tracking))
+        if self._tracking is not None:  # the command as given, not as a noisy sensor would read it
+            diagnostics.update(tracking_errors(clean, self._tracking))
         self._stepped = None
         final_obs = obs
         if len(ended):
             self._stepped = self.physics_states()
             final_obs = obs.copy()
-            obs[ended] = self.task.reset(ended, self._rngs).astype(np.float32)
+            self._draw_episodes(ended)
+            obs[ended] = self._noisy(self.task.reset(ended, self._rngs).astype(np.float32), ended)
             self._steps[ended] = 0
         episode_returns, episode_lengths = self._episodes.add(reward, ended)
         return StepResult(obs, reward, terminated, truncated, final_obs, episode_returns, episode_lengths, diagnostics)
@@ -307,6 +344,7 @@ class ReferenceVecEnv:
             "steps": self._steps.copy(),
             "episode_return": self._episodes.returns.copy(),
             "episode_length": self._episodes.lengths.copy(),
+            "randomization": [randomizer.get_state() for randomizer in self._randomizers],
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -322,6 +360,11 @@ class ReferenceVecEnv:
         self._steps[:] = state["steps"]
         self._episodes.returns[:] = state["episode_return"]
         self._episodes.lengths[:] = state["episode_length"]
+        saved = state.get("randomization") or []
+        if len(saved) != len(self._randomizers):
+            raise UserError("the saved env state's randomization does not match this run's randomize.* settings")
+        for randomizer, randomized in zip(self._randomizers, saved):
+            randomizer.set_state(randomized)
         self._stepped = None
 
     def close(self) -> None:
