@@ -114,6 +114,10 @@ class RandomizeConfig:
     action_delay: Optional[List[int]] = MISSING
     push_velocity: float = MISSING
     push_interval: int = MISSING
+    added_mass: Optional[List[float]] = MISSING
+    com_offset: float = MISSING
+    joint_friction: Optional[List[float]] = MISSING
+    armature: Optional[List[float]] = MISSING
 
 
 @dataclass
@@ -169,6 +173,10 @@ class EvaluateRandomizeArgs:
     action_delay: Optional[List[int]] = None
     push_velocity: Optional[float] = None
     push_interval: Optional[int] = None
+    added_mass: Optional[List[float]] = None
+    com_offset: Optional[float] = None
+    joint_friction: Optional[List[float]] = None
+    armature: Optional[List[float]] = None
 
 
 @dataclass
@@ -676,7 +684,14 @@ def validate_randomize(cfg: DictConfig) -> None:
         ok = ok and (pair[0] > 0 if key == "body_mass" else pair[0] >= 0)
         if not ok:
             fail(key, f"null or [low, high] scale factors with {bound} (e.g. [0.8, 1.2])")
-    for key in ("obs_noise", "action_noise", "push_velocity"):
+    for key in ("joint_friction", "armature"):
+        pair = rnd[key]
+        if pair is not None and not (len(pair) == 2 and all(math.isfinite(v) for v in pair) and 0 <= pair[0] <= pair[1]):
+            fail(key, "null or [low, high] scale factors with 0 <= low <= high (e.g. [0.9, 1.1])")
+    pair = rnd.added_mass
+    if pair is not None and not (len(pair) == 2 and all(math.isfinite(v) for v in pair) and pair[0] <= pair[1]):
+        fail("added_mass", "null or [low, high] kg with low <= high (e.g. [-1, 1]); a base left without mass is refused when drawn")
+    for key in ("obs_noise", "action_noise", "push_velocity", "com_offset"):
         if not (math.isfinite(rnd[key]) and rnd[key] >= 0):
             fail(key, ">= 0 (0 = off)")
     delay = rnd.action_delay

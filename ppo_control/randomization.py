@@ -26,6 +26,7 @@ from ppo_control.errors import UserError
 
 RANDOMIZATION_STREAM = 0x5EED_D0  # seeds the randomization generator apart from the env's own
 PHYSICS_KEYS = ("body_mass", "friction", "joint_damping", "actuator_gain")
+BASE_BODY = 1  # the robot's base: the first body after the world (the root of its kinematic tree)
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,10 @@ class Randomization:
     action_delay: tuple[int, int] | None = None
     push_velocity: float = 0.0
     push_interval: int = 0
+    added_mass: tuple[float, float] | None = None
+    com_offset: float = 0.0
+    joint_friction: tuple[float, float] | None = None
+    armature: tuple[float, float] | None = None
 
     @classmethod
     def from_config(cls, section) -> Randomization | None:
@@ -56,6 +61,10 @@ class Randomization:
             action_delay=None if section.action_delay is None else (int(section.action_delay[0]), int(section.action_delay[1])),
             push_velocity=float(section.push_velocity),
             push_interval=int(section.push_interval),
+            added_mass=pair("added_mass") if "added_mass" in section else None,  # sections written before these keys
+            com_offset=float(section.get("com_offset", 0.0)),
+            joint_friction=pair("joint_friction") if "joint_friction" in section else None,
+            armature=pair("armature") if "armature" in section else None,
         )
         return settings if settings.enabled else None
 
@@ -95,6 +104,9 @@ class SubEnvRandomizer:
             "dof_damping": model.dof_damping.copy(),
             "actuator_gainprm": model.actuator_gainprm.copy(),
             "actuator_biasprm": model.actuator_biasprm.copy(),
+            "body_ipos": model.body_ipos.copy(),
+            "dof_frictionloss": model.dof_frictionloss.copy(),
+            "dof_armature": model.dof_armature.copy(),
         }
         self._scratch = mujoco.MjData(model)  # mj_setConst works in an mjData: not the episode's
         self._push = _root_push_dofs(model) if settings.push_velocity > 0 else None
@@ -121,6 +133,14 @@ class SubEnvRandomizer:
             self.scales[key] = self._rng.uniform(low, high, size=sizes[key])
         if "body_mass" in self.scales:
             self.scales["body_mass"][0] = 1.0  # the world body is not part of the robot
+        settings = self.settings  # the base's and the joints' keys, drawn after the scales above
+        if settings.added_mass is not None:
+            self.scales["added_mass"] = self._rng.uniform(*settings.added_mass, size=1)
+        if settings.com_offset > 0:
+            self.scales["com_offset"] = self._rng.uniform(-settings.com_offset, settings.com_offset, size=3)
+        for key in ("joint_friction", "armature"):
+            if getattr(settings, key) is not None:
+                self.scales[key] = self._rng.uniform(*getattr(settings, key), size=self._model.nv)
         self._apply_scales()
         low, high = self.settings.action_delay or (0, 0)
         self._delay = int(self._rng.integers(low, high + 1))
@@ -155,8 +175,18 @@ class SubEnvRandomizer:
         gain = scales.get("actuator_gain", np.ones(model.nu))
         model.actuator_gainprm[:, 0] = nominal["actuator_gainprm"][:, 0] * gain
         model.actuator_biasprm[:, 1:3] = nominal["actuator_biasprm"][:, 1:3] * gain[:, None]  # position/velocity servos stay consistent
-        if "body_mass" in scales:
-            mujoco.mj_setConst(model, self._scratch)  # derived constants (subtree masses, inverse weights) follow the masses
+        model.dof_frictionloss[:] = nominal["dof_frictionloss"] * scales.get("joint_friction", 1.0)
+        model.dof_armature[:] = nominal["dof_armature"] * scales.get("armature", 1.0)
+        base = BASE_BODY
+        if "added_mass" in scales:
+            scaled = model.body_mass[base]
+            if scaled + scales["added_mass"][0] <= 0:
+                raise UserError(f"randomize.added_mass: {scales['added_mass'][0]:.2f} kg leaves the base (of {scaled:.2f} kg) with no mass")
+            model.body_inertia[base] *= (scaled + scales["added_mass"][0]) / scaled
+            model.body_mass[base] = scaled + scales["added_mass"][0]
+        model.body_ipos[base] = nominal["body_ipos"][base] + scales.get("com_offset", 0.0)
+        if scales.keys() & {"body_mass", "added_mass", "com_offset", "armature"}:
+            mujoco.mj_setConst(model, self._scratch)  # derived constants (subtree masses, inverse weights) follow
 
     def _push_root(self) -> None:
         kind, dofs = self._push

@@ -155,6 +155,10 @@ def test_all_keys_off_means_no_randomization():
         ("randomize.action_delay=[-1,2]", "randomize.action_delay must be null or [min, max] control steps"),
         ("randomize.obs_noise=-0.1", "randomize.obs_noise must be >= 0"),
         ("randomize.push_velocity=1.0", "randomize.push_interval must be >= 1 when randomize.push_velocity > 0"),
+        ("randomize.added_mass=[1.0,-1.0]", "randomize.added_mass must be null or [low, high] kg with low <= high"),
+        ("randomize.com_offset=-0.01", "randomize.com_offset must be >= 0"),
+        ("randomize.joint_friction=[1.2,0.8]", "randomize.joint_friction must be null or [low, high] scale factors"),
+        ("randomize.armature=[-1.0,1.0]", "randomize.armature must be null or [low, high] scale factors"),
     ],
 )
 def test_bad_randomization_is_one_line_exit_2(override, message, tmp_path):
@@ -264,3 +268,22 @@ def test_robustness_bad_input_is_one_line_exit_2(randomized_run, arg, message):
     result = run_module("ppo_control.robustness", f"run={randomized_run}", arg)
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
     assert snapshot() == before  # nothing written or changed
+
+
+def test_the_base_and_joint_keys_work_on_a_gymnasium_robot_too():
+    import gymnasium as gym
+
+    env = gym.make("Hopper-v5")
+    model = env.unwrapped.model
+    mass, ipos, friction, armature = model.body_mass[1], model.body_ipos[1].copy(), model.dof_frictionloss.copy(), model.dof_armature.copy()
+    settings = Randomization(added_mass=(1.0, 1.0), com_offset=0.02, joint_friction=(2.0, 2.0), armature=(3.0, 3.0))
+    wrapped = DomainRandomization(env, settings)
+    try:
+        wrapped.reset(seed=0)
+        assert model.body_mass[1] == pytest.approx(mass + 1.0)
+        assert 0 < np.abs(model.body_ipos[1] - ipos).max() <= 0.02
+        np.testing.assert_allclose(model.dof_frictionloss, 2.0 * friction)
+        np.testing.assert_allclose(model.dof_armature, 3.0 * armature)
+        wrapped.step(np.zeros(3))
+    finally:
+        wrapped.close()

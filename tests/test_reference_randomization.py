@@ -21,6 +21,10 @@ EVERYTHING = Randomization(
     action_delay=(0, 2),
     push_velocity=0.5,
     push_interval=10,
+    added_mass=(-1.0, 1.0),
+    com_offset=0.05,
+    joint_friction=(0.8, 1.2),
+    armature=(1.0, 1.1),
 )
 
 
@@ -32,7 +36,7 @@ def test_each_sub_env_gets_its_own_robot_drawn_from_its_seed():
         models = [env.task.physics.model(i) for i in range(3)]
         masses = np.array([m.body_mass for m in models])
         assert not np.allclose(masses[0], masses[1])  # each sub-env its own draw
-        ratio = masses[:, 1:] / nominal.mj_model.body_mass[1:]
+        ratio = masses[:, 2:] / nominal.mj_model.body_mass[2:]  # the base (body 1) also gets randomize.added_mass
         assert (ratio >= 0.8 - 1e-12).all() and (ratio <= 1.2 + 1e-12).all()
         kp = np.array([m.actuator_gainprm[:, 0] for m in models])
         np.testing.assert_allclose(np.array([m.actuator_biasprm[:, 1] for m in models]), -kp)  # the PD servo stays a servo
@@ -41,6 +45,29 @@ def test_each_sub_env_gets_its_own_robot_drawn_from_its_seed():
         env.reset(7)
         for before, randomizer in zip(first, env._randomizers):
             np.testing.assert_array_equal(before, randomizer.scales["friction"])
+    finally:
+        env.close()
+        nominal.close()
+
+
+def test_the_base_and_joint_keys_move_what_they_name_within_their_ranges():
+    env = make_reference_vec_env(FLAT, 4, {}, randomization=EVERYTHING, num_threads=1)
+    nominal = make_reference_vec_env(FLAT, 1, {})
+    try:
+        env.reset(1)
+        base, n = env.task.torso_body, nominal.mj_model
+        for i, randomizer in enumerate(env._randomizers):
+            model, scales = env.task.physics.model(i), randomizer.scales
+            expected = n.body_mass[base] * scales["body_mass"][base] + scales["added_mass"][0]
+            assert model.body_mass[base] == pytest.approx(expected)
+            assert -1.0 <= scales["added_mass"][0] <= 1.0
+            offset = model.body_ipos[base] - n.body_ipos[base]
+            np.testing.assert_allclose(offset, scales["com_offset"])
+            assert np.abs(offset).max() <= 0.05 and np.abs(offset).max() > 0
+            np.testing.assert_allclose(model.dof_frictionloss, n.dof_frictionloss * scales["joint_friction"])
+            np.testing.assert_allclose(model.dof_armature, n.dof_armature * scales["armature"])
+            ratio = model.dof_frictionloss[6:] / n.dof_frictionloss[6:]
+            assert ratio.min() >= 0.8 - 1e-12 and ratio.max() <= 1.2 + 1e-12
     finally:
         env.close()
         nominal.close()
@@ -116,6 +143,10 @@ def test_go1_trains_randomized_on_its_reference_and_resumes_exactly(tmp_path):
         "randomize.action_delay=[0,2]",
         "randomize.push_velocity=0.5",
         "randomize.push_interval=5",
+        "randomize.added_mass=[-1,1]",
+        "randomize.com_offset=0.03",
+        "randomize.joint_friction=[0.8,1.2]",
+        "randomize.armature=[1.0,1.1]",
     )
     train_in_process(tmp_path / "whole", *settings, "total_steps=128")
     train_in_process(tmp_path / "halves", *settings, "total_steps=64")
