@@ -146,16 +146,19 @@ def test_the_time_limit_truncates():
         env.close()
 
 
-@pytest.mark.parametrize("rng", ["envpool", "numpy"])
-def test_a_saved_state_continues_exactly(rng, tmp_path):
+@pytest.mark.parametrize("rng, randomized", [("envpool", False), ("numpy", False), ("envpool", True)])
+def test_a_saved_state_continues_exactly(rng, randomized, tmp_path):
     """get_state -> checkpoint file (tensors, the safe loader) -> set_state in a new env: the same
-    steps follow, falls and resets included."""
+    steps follow, falls and resets included (with every randomize.* key: each sub-env's draws too)."""
+    from test_reference_randomization import EVERYTHING
+
+    randomization = EVERYTHING if randomized else None
     import torch
 
     from ppo_control.checkpoint import to_numpy, to_tensors
 
     actions = np.random.default_rng(0).uniform(-1.0, 1.0, (60, 2, 12))
-    env = make_reference_vec_env(FLAT, 2, rng=rng)
+    env = make_reference_vec_env(FLAT, 2, rng=rng, randomization=randomization)
     try:
         env.reset(5)
         for a in actions[:20]:
@@ -164,7 +167,7 @@ def test_a_saved_state_continues_exactly(rng, tmp_path):
         after = [env.step(a) for a in actions[20:]]
     finally:
         env.close()
-    resumed = make_reference_vec_env(FLAT, 2, rng=rng)
+    resumed = make_reference_vec_env(FLAT, 2, rng=rng, randomization=randomization)
     try:
         resumed.set_state(to_numpy(torch.load(tmp_path / "state.pt", weights_only=True)))
         for a, expected in zip(actions[20:], after):
@@ -301,9 +304,26 @@ def test_replays_envpools_episodes(env_id, steps):
         ours.close()
 
 
-def test_go1_trains_on_its_reference_and_resumes_exactly(tmp_path):
+RANDOMIZED = (
+    "randomize.body_mass=[0.8,1.2]",
+    "randomize.friction=[0.5,1.5]",
+    "randomize.actuator_gain=[0.8,1.2]",
+    "randomize.obs_noise=0.05",
+    "randomize.action_delay=[0,2]",
+    "randomize.push_velocity=0.5",
+    "randomize.push_interval=5",
+    "randomize.added_mass=[-1,1]",
+    "randomize.com_offset=0.03",
+    "randomize.joint_friction=[0.8,1.2]",
+    "randomize.armature=[1.0,1.1]",
+)
+
+
+@pytest.mark.parametrize("randomize", [(), pytest.param(RANDOMIZED, marks=pytest.mark.slow, id="randomized")])
+def test_go1_trains_on_its_reference_and_resumes_exactly(tmp_path, randomize):
     """env.backend=mujoco end to end: a run on the reference, and the same run stopped halfway and
-    resumed, write the same rows (the reference saves its episodes in the checkpoint)."""
+    resumed, write the same rows (the reference saves its episodes in the checkpoint, and with
+    randomize.* every sub-env's draws)."""
     import json
 
     from conftest import train_in_process
@@ -320,6 +340,7 @@ def test_go1_trains_on_its_reference_and_resumes_exactly(tmp_path):
         "env.max_episode_steps=20",
         "checkpoint.every_steps=64",
         "ppo.lr_schedule=constant",  # a linear rate depends on total_steps, which the resume extends
+        *randomize,
     )
     train_in_process(tmp_path / "whole", *settings, "total_steps=128")
     train_in_process(tmp_path / "halves", *settings, "total_steps=64")

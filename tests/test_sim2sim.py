@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from test_controller import metadata as controller_metadata
 
 from ppo_control.config import ConfigError
 from ppo_control.controller import RobotContract
@@ -21,7 +22,6 @@ from ppo_control.envs.reference import make_reference_vec_env
 from ppo_control.errors import UserError
 from ppo_control.loaded_policy import load_policy
 from ppo_control.sim2sim import ControllerLoop, Perturbation, perturb_world, run_episodes, sim2sim
-from tests.test_controller import metadata as controller_metadata
 
 ENV_ID = "Go1JoystickFlatTerrain-v1"
 
