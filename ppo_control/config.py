@@ -148,6 +148,7 @@ class TrainConfig:
     run_dir: Optional[str] = MISSING
     dist_timeout: float = MISSING
     resume: Optional[str] = MISSING
+    init_from: Optional[str] = MISSING
     env: EnvConfig = field(default_factory=EnvConfig)
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)

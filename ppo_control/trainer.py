@@ -12,6 +12,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ import torch
 from omegaconf import DictConfig
 
 from ppo_control import run_state
+from ppo_control.checkpoint import load_checkpoint
 from ppo_control.collector import NonFiniteEnvOutput, Rollout, RolloutCollector
 from ppo_control.device_collector import DeviceRolloutCollector
 from ppo_control.distributed import init_distributed
@@ -29,6 +31,7 @@ from ppo_control.metrics import MetricsLogger, NullLogger
 from ppo_control.observations import needs_privileged
 from ppo_control.ppo import PPOLearner, explained_variance, prepare_batch
 from ppo_control.randomization import Randomization
+from ppo_control.run_layout import checkpoint_to_load
 from ppo_control.run_state import Progress
 from ppo_control.runs import RunDirectory, build_policy, claim_run_dir, ensure_writable_dir
 from ppo_control.video import record_run_videos, video_directory
@@ -108,6 +111,25 @@ class StopSignals:
         self._say(f"{signal.Signals(signum).name}: finishing this update, then saving a checkpoint (Ctrl-C again to stop at once)")
 
 
+def load_initial_policy(init_from: str) -> dict[str, Any]:
+    """The checkpoint `init_from` names (a run directory's last.pt, or a file), read before anything
+    of the new run is claimed or built."""
+    path = Path(init_from)
+    return load_checkpoint(checkpoint_to_load(path) if path.is_dir() else path)
+
+
+def start_from(policy: torch.nn.Module, state: dict[str, Any], info, cfg: DictConfig) -> None:
+    """Fine-tuning: the new run's policy takes the checkpoint's weights and normalizer statistics,
+    or the run is refused in one line when the two policies do not have the same shape."""
+    run_state.check_compatible(state, info, str(cfg.env.id))
+    try:
+        policy.load_state_dict(state["policy"])
+    except RuntimeError as exc:
+        lines = str(exc).strip().splitlines()
+        first = lines[1].strip() if len(lines) > 1 else lines[0]
+        raise UserError(f"init_from={cfg.init_from}: its policy is not this run's shape (policy.* settings differ: {first})") from None
+
+
 class Trainer:
     """Owns the envs, the policy, the learner and the loop for one training run.
 
@@ -130,6 +152,7 @@ class Trainer:
             self.device = torch.device("cuda", self.dist.local_rank)  # one GPU per local rank
         self.dist.check_same_config(cfg)
         check_run(cfg)  # before anything is claimed or built
+        initial = load_initial_policy(cfg.init_from) if cfg.init_from and resume_state is None else None
         if resume_state is None:
             self.dist.on_main_then_share(lambda: claim_run_dir(cfg))
             cfg.run_dir = self.dist.broadcast_object(cfg.run_dir)  # rank 0's timestamp names the run
@@ -155,6 +178,8 @@ class Trainer:
         # seed should give the same weights on any machine and any torch_threads.
         torch.set_num_threads(1)
         self.policy = build_policy(cfg, self.info).to(self.device)
+        if initial is not None:
+            start_from(self.policy, initial, self.info, cfg)
         self.dist.broadcast_parameters(self.policy)
         if self.dist.enabled:
             torch.manual_seed(cfg.seed + RANK_SEED_STRIDE * self.dist.rank)  # each rank samples its own actions
