@@ -39,7 +39,8 @@ def test_a_new_run_starts_from_the_policy_and_normalizers_of_another(source, tmp
 
 
 def test_a_policy_of_another_shape_or_no_checkpoint_is_refused_before_anything_is_written(source, tmp_path):
-    result = run_module("ppo_control.train", "task=Hopper", *TINY, "policy.hidden_sizes=[16]", f"init_from={source}", f"run_dir={tmp_path / 'a'}")
+    other_shape = ("task=Hopper", *TINY, "policy.hidden_sizes=[16]")
+    result = run_module("ppo_control.train", *other_shape, f"init_from={source}", f"run_dir={tmp_path / 'a'}")
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert f"init_from={source}: its policy is not this run's shape" in result.stderr
     assert not (tmp_path / "a").exists()

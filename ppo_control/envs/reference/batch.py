@@ -115,12 +115,13 @@ class PhysicsBatch:
         return self._models[i]
 
     def set_model(self, i: int, model) -> None:
-        """Give sub-env i its own model (same structure: only parameters may differ); its data is
-        kept, so the change takes effect at its next step or reset."""
+        """Give sub-env i its own model, with the shared model's joints, actuators and sensors (its
+        geoms may differ: a copy without the visual ones) and new data for it: call before a reset."""
         shared = self._models[0]
         if (model.nq, model.nv, model.nu, model.nsensordata) != (shared.nq, shared.nv, shared.nu, shared.nsensordata):
             raise ValueError("a sub-env's model must have the structure of the shared model")
         self._models[i] = model
+        self.data[i] = self._mujoco.MjData(model)
 
     def step(self, ctrl: np.ndarray, substeps: int) -> None:
         """Write each sub-env's controls and advance its physics `substeps` mj_steps."""
@@ -203,6 +204,11 @@ class ReferenceTask(Protocol):
         """Start new episodes in sub-envs `ids`; their first observations, float64 [len(ids), obs_dim]."""
         ...
 
+    def physics_model(self) -> Any:
+        """A new copy of the task's model for one sub-env's own use (randomization): the same
+        dynamics, without what only drawing needs."""
+        ...
+
     def step(self, actions: np.ndarray, rngs: Sequence[np.random.Generator]) -> TaskStep:
         """Apply `actions` (float64 [num_envs, action_dim], already clipped) for one control period."""
         ...
@@ -241,6 +247,7 @@ class ReferenceVecEnv:
         self._episodes = EpisodeTracker(self.num_envs)
         self._stepped: tuple[np.ndarray, np.ndarray] | None = None
         self._tracking = tracking_indices(task.env_id, task.groups)
+        self._full_model = task.physics.model(0)
         self._policy_size = dict(task.groups)["policy"]  # what the robot measures: where sensor noise goes
         self._randomizers = [] if randomization is None else self._randomize(randomization)
 
@@ -251,9 +258,10 @@ class ReferenceVecEnv:
         from ppo_control.randomization import SubEnvRandomizer
 
         physics, ones = self.task.physics, np.ones(self.task.action_dim)
+        lean = self.task.physics_model()  # a copy per sub-env: without the visual meshes, it is small
         randomizers = []
         for i in range(self.num_envs):
-            model = copy.copy(physics.model(0))
+            model = copy.copy(lean)
             physics.set_model(i, model)
             randomizers.append(SubEnvRandomizer(model, physics.data[i], settings, -ones, ones))
         return randomizers
@@ -276,8 +284,9 @@ class ReferenceVecEnv:
 
     @property
     def mj_model(self):
-        """The shared MuJoCo model (sub-env 0's), for rendering and the controller's contract."""
-        return self.task.physics.model(0)
+        """The task's full MuJoCo model (visual meshes included), for rendering and the controller's
+        contract; sub-env i steps `task.physics.model(i)`, its own when randomized."""
+        return self._full_model
 
     def reset(self, seed: int) -> np.ndarray:
         """Reset every sub-env; sub-env i draws from a generator seeded with seed + i, so a reset with

@@ -173,6 +173,7 @@ class Go1Joystick:
         self.options = options = resolve_options(env_id, kwargs or {})
         task = playground.robot_task(env_id)
         model = load_go1_model(env_id, options, base_path)
+        self._base_path = base_path
         self.physics = PhysicsBatch(model, num_envs, num_threads)
         self.num_envs = num_envs
         self.action_dim = NU
@@ -218,6 +219,14 @@ class Go1Joystick:
         self.feet_air_time = np.zeros((n, len(FEET)))
         self.swing_peak = np.zeros((n, len(FEET)))
         self.last_contact = np.zeros((n, len(FEET)), dtype=bool)
+
+    def physics_model(self):
+        """A new copy of the task's model without what only drawing uses (visual meshes, textures;
+        the same dynamics, ppo_control/envs/physics_assets.py): a randomized sub-env's own model."""
+        from ppo_control.envs import physics_assets
+
+        task = playground.robot_task(self.env_id)
+        return load_go1_model(self.env_id, self.options, physics_assets.base_path(task, self._base_path or asset_base_path()))
 
     # --- episodes ------------------------------------------------------------------------------
     def reset(self, ids: np.ndarray, rngs: Sequence[np.random.Generator]) -> np.ndarray:
