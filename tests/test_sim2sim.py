@@ -176,3 +176,22 @@ def test_the_command_refuses_in_one_line_and_writes_nothing(tmp_path):
     expected = "error: the export's metadata lacks robot.kp: a controller cannot drive the policy without them"
     assert done.stderr.strip().splitlines() == [expected]
     assert not (tmp_path / "out.json").exists()
+
+
+WALKER = Path(__file__).resolve().parent.parent / "benchmarks/results/robots/arms/H-512x16-10M/export/policy.pt"
+
+
+def test_a_walking_go1_export_is_driven_by_its_metadata_and_stops_walking_when_it_lies(tmp_path):
+    """A trained Go1 policy's export (arm H, 10M steps, committed): on the nominal robot it walks
+    without falling much; the same file with the thighs' default pose 0.3 rad off, a complete and
+    self-consistent contract that is wrong, falls."""
+    nominal = sim2sim(export=str(WALKER), episodes=8, seed=1_000_000, out=str(tmp_path / "nominal.json"))
+    extra = {"metadata.json": ""}
+    module = torch.jit.load(str(WALKER), _extra_files=extra)
+    meta = json.loads(extra["metadata.json"])
+    robot = meta["robot"]
+    robot["default_pose"] = [v + 0.3 * ("thigh" in name) for v, name in zip(robot["default_pose"], robot["joint_names"])]
+    torch.jit.save(module, str(tmp_path / "lying.pt"), _extra_files={"metadata.json": json.dumps(meta)})
+    lying = sim2sim(export=str(tmp_path / "lying.pt"), episodes=8, seed=1_000_000, out=str(tmp_path / "lying.json"))
+    assert nominal["fall_rate"] <= 0.25 and nominal["diagnostics"]["tracking_error_lin"] < 0.6
+    assert lying["fall_rate"] >= 0.75 and lying["return_mean"] < nominal["return_mean"] - 10
