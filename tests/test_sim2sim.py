@@ -195,3 +195,16 @@ def test_a_walking_go1_export_is_driven_by_its_metadata_and_stops_walking_when_i
     lying = sim2sim(export=str(tmp_path / "lying.pt"), episodes=8, seed=1_000_000, out=str(tmp_path / "lying.json"))
     assert nominal["fall_rate"] <= 0.25 and nominal["diagnostics"]["tracking_error_lin"] < 0.6
     assert lying["fall_rate"] >= 0.75 and lying["return_mean"] < nominal["return_mean"] - 10
+
+
+def test_the_recorded_episode_has_a_state_per_step_and_the_command_against_the_measured_velocity(export):
+    policy, world, loop = loop_on(export, episodes=2, max_steps=5)
+    try:
+        evaluation, episode = run_episodes(loop, policy, seed=0, record=1)
+    finally:
+        world.close()
+    assert len(episode.qpos) == len(episode.qvel) == len(episode.velocities) == evaluation.lengths[1] + 1
+    assert len(episode.rewards) == evaluation.lengths[1]
+    assert sum(episode.rewards) == pytest.approx(evaluation.returns[1], abs=1e-5)
+    command, measured = episode.velocities[1]
+    assert command.shape == measured.shape == (3,)
