@@ -118,6 +118,7 @@ class RandomizeConfig:
     com_offset: float = MISSING
     joint_friction: Optional[List[float]] = MISSING
     armature: Optional[List[float]] = MISSING
+    init_pose: float = MISSING
 
 
 @dataclass
@@ -178,6 +179,7 @@ class EvaluateRandomizeArgs:
     com_offset: Optional[float] = None
     joint_friction: Optional[List[float]] = None
     armature: Optional[List[float]] = None
+    init_pose: Optional[float] = None
 
 
 @dataclass
@@ -695,6 +697,8 @@ def validate_randomize(cfg: DictConfig) -> None:
     for key in ("obs_noise", "action_noise", "push_velocity", "com_offset"):
         if not (math.isfinite(rnd[key]) and rnd[key] >= 0):
             fail(key, ">= 0 (0 = off)")
+    if not (math.isfinite(rnd.init_pose) and 0 <= rnd.init_pose <= math.pi):
+        fail("init_pose", "between 0 (off) and pi: the most each actuated joint starts off its initial pose (rad, or m)")
     delay = rnd.action_delay
     if delay is not None and not (len(delay) == 2 and 0 <= delay[0] <= delay[1]):
         fail("action_delay", "null or [min, max] control steps with 0 <= min <= max (e.g. [0, 2])")

@@ -5,8 +5,10 @@ a scale factor per body (mass and inertia), per geom (sliding friction), per dof
 actuator (gain) within the configured [low, high] ranges, and applies them to that sub-env's
 MjModel (each sub-env owns its model). Within the episode it adds Gaussian noise to the action and
 the observation, delays the action by a per-episode number of control steps, and pushes the root
-body every `push_interval` steps. Its state (generator, scales, delay buffer, step counter) is part
-of the sub-env's saved state, so a resumed run continues exactly.
+body every `push_interval` steps. With `init_pose`, each episode also starts with every actuated
+joint moved off the task's initial pose by up to that much (radians, metres for a slide).
+Its state (generator, scales, delay buffer, step counter) is part of the sub-env's saved state, so
+a resumed run continues exactly.
 
 Each generator is seeded from the sub-env's seed on its seeded reset, on a stream apart from the
 env's own, so randomization never shifts the env's initial-state noise.
@@ -46,6 +48,7 @@ class Randomization:
     com_offset: float = 0.0
     joint_friction: tuple[float, float] | None = None
     armature: tuple[float, float] | None = None
+    init_pose: float = 0.0
 
     @classmethod
     def from_config(cls, section) -> Randomization | None:
@@ -65,6 +68,7 @@ class Randomization:
             com_offset=float(section.get("com_offset", 0.0)),
             joint_friction=pair("joint_friction") if "joint_friction" in section else None,
             armature=pair("armature") if "armature" in section else None,
+            init_pose=float(section.get("init_pose", 0.0)),
         )
         return settings if settings.enabled else None
 
@@ -85,6 +89,13 @@ def _root_push_dofs(model: mujoco.MjModel) -> tuple[str, list[int]]:
     if model.njnt and model.jnt_type[0] == mujoco.mjtJoint.mjJNT_SLIDE:
         return "slide", [int(model.jnt_dofadr[0])]
     raise UserError("randomize.push_velocity: this task's robot has no free or sliding root joint to push; set randomize.push_velocity=0")
+
+
+def _actuated_joints(model: mujoco.MjModel) -> np.ndarray:
+    """The ids of the hinge and slide joints that actuators drive: the robot's pose, without its root."""
+    driven = model.actuator_trnid[model.actuator_trntype == int(mujoco.mjtTrn.mjTRN_JOINT), 0]
+    movable = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+    return np.array(sorted({int(j) for j in driven if model.jnt_type[j] in movable}), dtype=np.int64)
 
 
 class SubEnvRandomizer:
@@ -110,6 +121,9 @@ class SubEnvRandomizer:
         }
         self._scratch = mujoco.MjData(model)  # mj_setConst works in an mjData: not the episode's
         self._push = _root_push_dofs(model) if settings.push_velocity > 0 else None
+        self._pose_joints = _actuated_joints(model) if settings.init_pose > 0 else np.zeros(0, dtype=np.int64)
+        if settings.init_pose > 0 and not len(self._pose_joints):
+            raise UserError("randomize.init_pose: this task's robot has no actuated hinge or slide joint; set randomize.init_pose=0")
         self._rng = np.random.default_rng(RANDOMIZATION_STREAM)
         self.scales: dict[str, np.ndarray] = {}
         self._delay = 0
@@ -141,12 +155,26 @@ class SubEnvRandomizer:
         for key in ("joint_friction", "armature"):
             if getattr(settings, key) is not None:
                 self.scales[key] = self._rng.uniform(*getattr(settings, key), size=self._model.nv)
+        if settings.init_pose > 0:
+            self.scales["init_pose"] = self._rng.uniform(-settings.init_pose, settings.init_pose, size=len(self._pose_joints))
         self._apply_scales()
         low, high = self.settings.action_delay or (0, 0)
         self._delay = int(self._rng.integers(low, high + 1))
         zero = np.zeros(self._action_low.shape)
         self._pending = deque([zero] * self._delay)
         self._steps = 0
+
+    def move_start_pose(self, data: mujoco.MjData) -> None:
+        """This episode's initial pose offsets (randomize.init_pose) added to the actuated joints of a
+        state the task has just set, each kept within its joint's range; the caller runs mj_forward."""
+        if "init_pose" not in self.scales:
+            return
+        model, joints = self._model, self._pose_joints
+        addresses = model.jnt_qposadr[joints]
+        pose = data.qpos[addresses] + self.scales["init_pose"]
+        limited = model.jnt_limited[joints].astype(bool)
+        low, high = model.jnt_range[joints, 0], model.jnt_range[joints, 1]
+        data.qpos[addresses] = np.where(limited, np.clip(pose, low, high), pose)
 
     def action(self, action: np.ndarray) -> np.ndarray:
         """The action that reaches the robot this control step (noisy, clipped, delayed); pushes the
@@ -232,6 +260,8 @@ class DomainRandomization(gym.Wrapper):
         base = env.unwrapped
         if not hasattr(base, "model"):
             raise UserError("randomize.* needs a MuJoCo env (one with a `model`); this env has none")
+        if settings.init_pose > 0 and not (hasattr(base, "set_state") and hasattr(base, "_get_obs")):
+            raise UserError("randomize.init_pose needs a Gymnasium MujocoEnv (set_state, _get_obs) to start from a moved pose; set it to 0")
         self.randomizer = SubEnvRandomizer(base.model, base.data, settings, env.action_space.low, env.action_space.high)
 
     @property
@@ -243,6 +273,11 @@ class DomainRandomization(gym.Wrapper):
             self.randomizer.seed(seed)
         self.randomizer.draw_episode()
         obs, info = self.env.reset(seed=seed, options=options)
+        if self.settings.init_pose > 0:  # the task's start, then the pose moved and observed again
+            base = self.env.unwrapped
+            self.randomizer.move_start_pose(base.data)
+            base.set_state(base.data.qpos.copy(), base.data.qvel.copy())  # set_state runs mj_forward
+            obs = base._get_obs()
         return self._noisy(obs), info
 
     def step(self, action):

@@ -55,6 +55,23 @@ def test_randomization_does_not_shift_the_envs_own_initial_state_noise():
     np.testing.assert_array_equal(plain.reset(seed=7)[0], randomized.reset(seed=7)[0])
 
 
+def test_initial_pose_noise_moves_the_actuated_joints_alone_and_the_observation_follows():
+    plain, moved = make_env(), make_env(init_pose=0.2)
+    plain_obs, _ = plain.reset(seed=7)
+    obs, _ = moved.reset(seed=7)
+    offsets = find_wrapper(moved, DomainRandomization).scales["init_pose"]
+    base, nominal = moved.unwrapped, plain.unwrapped
+    assert len(offsets) == 3 and np.abs(offsets).max() <= 0.2 and np.abs(offsets).min() > 0  # thigh, leg, foot
+    low, high = base.model.jnt_range[3:].T  # the task's own start, then moved, within each joint's range
+    np.testing.assert_allclose(base.data.qpos[3:], np.clip(nominal.data.qpos[3:] + offsets, low, high))
+    assert np.abs(base.data.qpos[3:] - nominal.data.qpos[3:]).max() > 0
+    np.testing.assert_array_equal(base.data.qpos[:3], nominal.data.qpos[:3])  # the root (x, z, angle) stays
+    np.testing.assert_array_equal(obs, base._get_obs())  # the first observation is of the moved pose
+    assert not np.allclose(obs, plain_obs)
+    moved.reset()
+    assert not np.array_equal(offsets, find_wrapper(moved, DomainRandomization).scales["init_pose"])  # drawn per episode
+
+
 def test_heavier_robot_moves_differently():
     action = np.full(3, 0.5)
     trajectories = []
@@ -159,6 +176,7 @@ def test_all_keys_off_means_no_randomization():
         ("randomize.com_offset=-0.01", "randomize.com_offset must be >= 0"),
         ("randomize.joint_friction=[1.2,0.8]", "randomize.joint_friction must be null or [low, high] scale factors"),
         ("randomize.armature=[-1.0,1.0]", "randomize.armature must be null or [low, high] scale factors"),
+        ("randomize.init_pose=4", "randomize.init_pose must be between 0"),
     ],
 )
 def test_bad_randomization_is_one_line_exit_2(override, message, tmp_path):

@@ -316,6 +316,7 @@ RANDOMIZED = (
     "randomize.com_offset=0.03",
     "randomize.joint_friction=[0.8,1.2]",
     "randomize.armature=[1.0,1.1]",
+    "randomize.init_pose=0.1",
 )
 
 

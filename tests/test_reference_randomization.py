@@ -25,6 +25,7 @@ EVERYTHING = Randomization(
     com_offset=0.05,
     joint_friction=(0.8, 1.2),
     armature=(1.0, 1.1),
+    init_pose=0.2,
 )
 
 
@@ -70,6 +71,26 @@ def test_the_base_and_joint_keys_move_what_they_name_within_their_ranges():
             assert ratio.min() >= 0.8 - 1e-12 and ratio.max() <= 1.2 + 1e-12
     finally:
         env.close()
+        nominal.close()
+
+
+def test_each_episode_starts_off_the_tasks_pose_by_the_drawn_offsets():
+    moved = make_reference_vec_env(FLAT, 3, {"noise_level": 0.0}, randomization=Randomization(init_pose=0.3), num_threads=1)
+    nominal = make_reference_vec_env(FLAT, 3, {"noise_level": 0.0}, num_threads=1)
+    try:
+        obs, plain = moved.reset(5), nominal.reset(5)  # envpool's streams: the same resets but for the offsets
+        qpos, qpos0 = moved.physics_states()[0], nominal.physics_states()[0]
+        model = moved.mj_model
+        for i, randomizer in enumerate(moved._randomizers):
+            expected = np.clip(qpos0[i, 7:] + randomizer.scales["init_pose"], model.jnt_range[1:, 0], model.jnt_range[1:, 1])
+            np.testing.assert_allclose(qpos[i, 7:], expected)
+            assert 0 < np.abs(qpos[i, 7:] - qpos0[i, 7:]).max() <= 0.3
+        np.testing.assert_array_equal(qpos[:, :7], qpos0[:, :7])  # the base is where the task put it
+        joints = slice(9, 21)  # the policy group's joint_pos: measured angle minus the default pose
+        np.testing.assert_allclose(obs[:, joints], (qpos[:, 7:] - moved.task.default_pose).astype(np.float32), atol=1e-6)
+        assert not np.allclose(obs[:, joints], plain[:, joints])
+    finally:
+        moved.close()
         nominal.close()
 
 

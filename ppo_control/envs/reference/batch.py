@@ -106,6 +106,9 @@ class PhysicsBatch:
         self.num_envs = num_envs
         self._models = [model] * num_envs
         self.data = [mujoco.MjData(model) for _ in range(num_envs)]
+        # Called as start_pose(i, data) on a sub-env whose task has set an episode's first state,
+        # before mj_forward: randomization's initial pose noise (randomize.init_pose).
+        self.start_pose: Any = None
         threads = max(1, min(num_threads or usable_cores(), num_envs))
         # Contiguous chunks, one per thread: each thread steps its sub-envs one after another.
         self._chunks = [chunk for chunk in np.array_split(np.arange(num_envs), threads) if len(chunk)]
@@ -142,8 +145,11 @@ class PhysicsBatch:
                 future.result()
 
     def forward(self, ids: Sequence[int]) -> None:
-        """mj_forward on the sub-envs `ids` (after their state was set, e.g. at a reset)."""
+        """mj_forward on the sub-envs `ids` after their state was set (a reset), once `start_pose`
+        has moved it."""
         for i in ids:
+            if self.start_pose is not None:
+                self.start_pose(i, self.data[i])
             self._mujoco.mj_forward(self._models[i], self.data[i])
 
     def reset(self, i: int) -> Any:
@@ -264,6 +270,8 @@ class ReferenceVecEnv:
             model = copy.copy(lean)
             physics.set_model(i, model)
             randomizers.append(SubEnvRandomizer(model, physics.data[i], settings, -ones, ones))
+        if settings.init_pose > 0:
+            physics.start_pose = lambda i, data: randomizers[i].move_start_pose(data)
         return randomizers
 
     def _draw_episodes(self, ids) -> None:
