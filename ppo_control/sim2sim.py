@@ -20,6 +20,7 @@ Writes <run>/sim2sim/sim2sim.json (or `out`) and, with video=true, one episode's
 from __future__ import annotations
 
 import json
+import math
 from collections import deque
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -93,8 +94,10 @@ class ControllerLoop:
 
     def reset(self, seed: int) -> np.ndarray:
         self.world_obs = self.world.reset(seed)  # the world's own view: for the video's overlay
+        phase_dt = getattr(self.task, "phase_dt", None)  # a humanoid's gait clock: its step per control period
         for i, controller in enumerate(self.controllers):
-            controller.reset(command=self.task.command[i])
+            frequency = None if phase_dt is None else float(phase_dt[i] / (2.0 * math.pi * self.task.control_period_s))
+            controller.reset(command=self.task.command[i], gait_frequency_hz=frequency)
         hold = np.zeros((self.num_envs, self.task.action_dim))  # the default pose until the first action arrives
         self._queue = deque([hold] * self.latency)
         return self._observe()

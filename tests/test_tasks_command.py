@@ -53,7 +53,7 @@ def test_list_tasks_describes_every_task_file():
     for name, (env_id, sizes, action_dim, dt) in ROBOTS.items():
         info = got[name]
         groups = tuple(zip(("policy", "privileged"), sizes))
-        backend = "mujoco" if name.startswith("Go1Joystick") else "envpool"  # the tasks with a MuJoCo reference
+        backend = "mujoco" if name.startswith(("Go1Joystick", "T1Joystick")) else "envpool"  # the tasks with a MuJoCo reference
         assert (info.env_id, info.backend, info.groups, info.action_dim) == (env_id, backend, groups, action_dim), name
         assert info.dt == pytest.approx(dt), name
 

@@ -2,8 +2,10 @@
 bindings, which can render them and change their models per sub-env (envpool can do neither).
 
 `batch` holds what every reference task shares (batched stepping, the VecEnv around a task); one
-module per robot holds its task logic (`go1`). `make_reference_vec_env` builds the VecEnv of a task
-that has a reference; `has_reference` says which do.
+module per robot holds its task logic (`go1`: Go1's joystick on flat and rough terrain; `t1`: the
+Booster T1 humanoid's joystick on flat terrain). `make_reference_vec_env` builds the VecEnv of a
+task that has a reference; `has_reference` says which do. A robot's module (and with it mujoco) is
+imported only when its VecEnv is built.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from ppo_control.envs.reference.batch import EnvpoolRandom, PhysicsBatch, Refere
 from ppo_control.errors import UserError
 
 _GO1 = ("Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1")  # go1.ENV_IDS, without importing mujoco
-REFERENCE_TASKS = tuple(env_id.removesuffix("-v1") for env_id in _GO1)
+_T1 = ("T1JoystickFlatTerrain-v1",)  # t1.ENV_IDS
+_ALL = _GO1 + _T1
+REFERENCE_TASKS = tuple(env_id.removesuffix("-v1") for env_id in _ALL)
 
 
 def _env_id(env_id_or_name: str) -> str:
@@ -25,7 +29,7 @@ def _env_id(env_id_or_name: str) -> str:
 
 def has_reference(env_id: str) -> bool:
     """Whether the robot task `env_id` (or its Playground name) has a MuJoCo reference here."""
-    return _env_id(env_id) in _GO1
+    return _env_id(env_id) in _ALL
 
 
 def make_reference_vec_env(
@@ -46,7 +50,11 @@ def make_reference_vec_env(
         from ppo_control.envs.reference.go1 import Go1Joystick
 
         return ReferenceVecEnv(Go1Joystick(env_id, num_envs, kwargs, num_threads), max_episode_steps, rng, randomization)
-    raise UserError(f"env.id '{env_id}': no MuJoCo reference of this task; tasks with one: {', '.join(_GO1)}")
+    if env_id in _T1:
+        from ppo_control.envs.reference.t1 import T1Joystick
+
+        return ReferenceVecEnv(T1Joystick(env_id, num_envs, kwargs, num_threads), max_episode_steps, rng, randomization)
+    raise UserError(f"env.id '{env_id}': no MuJoCo reference of this task; tasks with one: {', '.join(_ALL)}")
 
 
 __all__ = [
