@@ -61,6 +61,8 @@ class RobotContract:
     command_names: tuple[str, ...] = ()
     gait_initial_rad: tuple[float, ...] = ()
     gait_frequency_hz_range: tuple[float, float] | None = None
+    gait_hold_rad: float | None = None  # every foot's phase after an advance while the command is (near) zero
+    gait_hold_command_norm: float = 0.0
     action_low: np.ndarray | None = None
     action_high: np.ndarray | None = None
 
@@ -104,6 +106,8 @@ class RobotContract:
             command_names=tuple(robot.get("command_names") or ()),
             gait_initial_rad=tuple(float(v) for v in gait.get("initial_rad", ())),
             gait_frequency_hz_range=tuple(gait["frequency_hz_range"]) if "frequency_hz_range" in gait else None,
+            gait_hold_rad=float(gait["hold_rad"]) if "hold_rad" in gait else None,
+            gait_hold_command_norm=float(gait.get("hold_while_command_norm_at_most", 0.0)),
             action_low=np.asarray(metadata["action_low"], dtype=np.float64) if "action_low" in metadata else None,
             action_high=np.asarray(metadata["action_high"], dtype=np.float64) if "action_high" in metadata else None,
         )
@@ -149,6 +153,7 @@ class Controller:
         self.phase = np.asarray(contract.gait_initial_rad, dtype=np.float64)
         self._phase_step = 0.0
         self._stepped = False
+        self._acted_command = self.command
 
     def reset(self, command: np.ndarray | None = None, gait_frequency_hz: float | None = None) -> None:
         """A new episode: no previous action, the clock at its start."""
@@ -173,6 +178,9 @@ class Controller:
             self.previous_action = self._pending_action.copy()
             if len(self.phase):
                 self.phase = np.mod(self.phase + self._phase_step + math.pi, 2.0 * math.pi) - math.pi
+                hold = self.contract.gait_hold_rad  # the clock stops while the period's command was zero
+                if hold is not None and np.linalg.norm(self._acted_command) <= self.contract.gait_hold_command_norm:
+                    self.phase[:] = hold
             self._stepped = False
         return obs
 
@@ -184,6 +192,7 @@ class Controller:
         if c.action_low is not None:
             action = np.clip(action, c.action_low, c.action_high)
         self._pending_action = action.copy()
+        self._acted_command = self.command.copy()  # the command of this control period
         self._stepped = True
         targets = c.default_pose + c.action_scale * action
         data.ctrl[: len(targets)] = targets
@@ -228,3 +237,60 @@ class Controller:
             trig = math.cos if what == "gait_phase_cos" else math.sin
             return lambda data: trig(self.phase[foot])
         raise UserError(f"robot.observation_sources.{quantity}: unknown source {source}")
+
+
+@dataclass
+class Drive:
+    """One robot driven from a keyframe with a fixed command: what the policy saw and did per control
+    step, and what examples/cpp/robot_controller.cpp prints for the same run."""
+
+    observations: np.ndarray  # [steps, obs_dim] float32, each after its step's physics
+    actions: np.ndarray  # [steps, action_dim] float32
+    planar_error: float  # mean |command xy - measured xy velocity| (m/s), 0 when the policy reads neither
+    yaw_error: float  # mean |command yaw rate - measured yaw rate| (rad/s)
+    fell_at: int | None  # the first step whose gravity reading points up, None without a fall
+
+
+def drive(
+    policy,
+    xml_path: str,
+    metadata: dict[str, Any],
+    command: np.ndarray,
+    steps: int,
+    keyframe: str = "home",
+    gait_frequency_hz: float | None = None,
+) -> Drive:
+    """The controller loop of examples/cpp/robot_controller.cpp in Python: the model from `xml_path`
+    given the contract's PD loop and timing, reset to `keyframe`, then `steps` control periods of
+    `policy` (an exported module, called on one raw observation)."""
+    import torch
+
+    contract = RobotContract.from_metadata(metadata)
+    model = mujoco.MjModel.from_xml_path(xml_path)
+    configure_model(model, contract)
+    data = mujoco.MjData(model)
+    mujoco.mj_resetDataKeyframe(model, data, model.key(keyframe).id)
+    mujoco.mj_forward(model, data)
+    controller = Controller(model, contract)
+    controller.reset(np.asarray(command, dtype=np.float64), gait_frequency_hz)
+    if hasattr(policy, "reset"):
+        policy.reset()
+    elements = contract.elements
+    where = {name: elements.index(name) for name in ("linvel:x", "linvel:y", "gyro:z", "gravity:z") if name in elements}
+    obs, observations, actions = controller.observation(data), [], []
+    for _ in range(steps):
+        with torch.no_grad():
+            action = policy(torch.as_tensor(obs)).numpy()
+        controller.act(action, data)
+        controller.step_physics(data)
+        obs = controller.observation(data)
+        observations.append(obs)
+        actions.append(np.asarray(action, dtype=np.float32).reshape(-1))
+    observed, command = np.array(observations), np.asarray(command, dtype=np.float64)
+    planar = yaw = 0.0
+    if "linvel:x" in where and "linvel:y" in where:
+        planar = float(np.mean(np.hypot(command[0] - observed[:, where["linvel:x"]], command[1] - observed[:, where["linvel:y"]])))
+    if "gyro:z" in where:
+        yaw = float(np.mean(np.abs(command[2] - observed[:, where["gyro:z"]])))
+    fell = np.flatnonzero(observed[:, where["gravity:z"]] > 0.0) if "gravity:z" in where else np.zeros(0)
+    return Drive(observed, np.array(actions), planar, yaw, int(fell[0]) if len(fell) else None)

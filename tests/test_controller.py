@@ -73,15 +73,19 @@ def test_a_humanoids_gait_clock_starts_at_its_initial_phase_and_advances_after_e
     controller = Controller(model, contract)
     with pytest.raises(UserError, match="gait clock"):
         controller.reset(command=np.zeros(3))
-    controller.reset(command=np.zeros(3), gait_frequency_hz=1.5)
     cos_left = contract.elements.index("phase_cos:left_foot")
     step = 2 * np.pi * contract.control_period_s * 1.5
-    readings = [controller.observation(data)[cos_left]]
-    for _ in range(3):
-        controller.act(np.zeros(len(contract.joint_names)), data)
-        controller.step_physics(data)
-        readings.append(controller.observation(data)[cos_left])
-    assert readings == pytest.approx([1.0, 1.0, np.cos(step), np.cos(2 * step)], abs=1e-6)
+    for command, expected in (
+        ([0.5, 0.0, 0.0], [1.0, 1.0, np.cos(step), np.cos(2 * step)]),  # the clock runs
+        ([0.0, 0.0, 0.0], [1.0, 1.0, -1.0, -1.0]),  # T1 holds it at pi (the export's hold_rad) under a zero command
+    ):
+        controller.reset(command=np.array(command), gait_frequency_hz=1.5)
+        readings = [controller.observation(data)[cos_left]]
+        for _ in range(3):
+            controller.act(np.zeros(len(contract.joint_names)), data)
+            controller.step_physics(data)
+            readings.append(controller.observation(data)[cos_left])
+        assert readings == pytest.approx(expected, abs=1e-6)
 
 
 def test_an_export_without_what_the_controller_needs_is_refused_by_name():

@@ -484,38 +484,21 @@ def test_cpp_example_runs_a_go1_export_with_its_joint_names(cpp_build, go1_expor
     np.testing.assert_allclose(actions, load_policy(policy)(obs), rtol=0, atol=ATOL)
 
 
-def go1_model_path() -> str:
+def go1_model_path(name: str = "Go1JoystickFlatTerrain") -> str:
     from ppo_control.envs import envpool_backend, playground
 
-    task = playground.robot_task("Go1JoystickFlatTerrain")
+    task = playground.robot_task(name)
     return playground.model_path(task, envpool_backend.spec_config(task.env_id, {})["base_path"])
 
 
 def python_controller_trace(policy_path: Path, xml: str, command: list[float], steps: int) -> list[np.ndarray]:
     """ppo_control.controller's loop on a plain MuJoCo model: (observation, action) per step."""
-    import mujoco
-
-    from ppo_control.controller import Controller, RobotContract, configure_model
+    from ppo_control.controller import drive
 
     extra = {"metadata.json": ""}
     policy = torch.jit.load(str(policy_path), _extra_files=extra)
-    contract = RobotContract.from_metadata(json.loads(extra["metadata.json"]))
-    model = mujoco.MjModel.from_xml_path(xml)
-    configure_model(model, contract)
-    data = mujoco.MjData(model)
-    mujoco.mj_resetDataKeyframe(model, data, model.key("home").id)
-    mujoco.mj_forward(model, data)
-    controller = Controller(model, contract)
-    controller.reset(np.asarray(command))
-    obs, trace = controller.observation(data), []
-    for _ in range(steps):
-        with torch.no_grad():
-            action = policy(torch.as_tensor(obs)).numpy()
-        controller.act(action, data)
-        controller.step_physics(data)
-        obs = controller.observation(data)
-        trace.append(np.concatenate([obs, action]))
-    return trace
+    run = drive(policy, xml, json.loads(extra["metadata.json"]), np.asarray(command), steps)
+    return [np.concatenate([obs, action]) for obs, action in zip(run.observations, run.actions)]
 
 
 @pytest.mark.slow
@@ -550,6 +533,45 @@ def test_cpp_robot_controller_steps_go1_as_the_python_controller_does(cpp_build,
     torch.jit.save(module, str(swapped), _extra_files={"metadata.json": json.dumps(metadata)})
     refused = subprocess.run([str(binary), str(swapped), xml, "--steps", "5"], capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "actuator 0 does not drive FL_hip_joint" in refused.stderr
+
+
+@pytest.mark.slow
+def test_cpp_robot_controller_runs_t1s_gait_clock_as_the_python_controller_does(cpp_build, tmp_path):
+    """A humanoid's loop: T1's policy reads a gait clock, which the controller keeps (the frequency
+    given, held at the export's hold_rad under a zero command); C++ and Python step alike."""
+    run_dir = tmp_path / "t1"
+    overrides = ("task=T1JoystickFlatTerrain", "env.n_envs=2", "ppo.rollout_steps=8", "ppo.minibatches=2", "total_steps=16")
+    finish(popen_module("ppo_control.train", *overrides, "eval.episodes=1", "env.max_episode_steps=10", f"run_dir={run_dir}"))
+    finish(popen_module("ppo_control.export", f"run={run_dir}"))
+    export, xml = run_dir / "export" / "policy.pt", go1_model_path("T1JoystickFlatTerrain")
+    binary = cpp_binary(cpp_build).parent / "robot_controller"
+    for command in (["0", "0", "0"], ["0.5", "0", "0.2"]):  # the clock held, the clock running
+        args = [str(binary), str(export), xml, "--command", *command, "--gait-frequency", "1.5", "--steps", "20", "--trace"]
+        result = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        lines = [line.split() for line in result.stdout.splitlines() if line.startswith("step ")]
+        cpp = np.array([[float(v) for v in line[2:] if v not in ("obs", "action")] for line in lines], dtype=np.float32)
+        extra = {"metadata.json": ""}
+        policy = torch.jit.load(str(export), _extra_files=extra)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            from ppo_control.controller import drive
+
+            python = drive(policy, xml, json.loads(extra["metadata.json"]), np.array(command, dtype=float), 20, gait_frequency_hz=1.5)
+        finally:
+            torch.set_num_threads(threads)
+        np.testing.assert_allclose(cpp, np.concatenate([python.observations, python.actions], axis=1), rtol=0, atol=1e-5)
+        names = policy_elements(extra["metadata.json"])
+        clock = cpp[1:, [i for i, name in enumerate(names) if name.startswith("phase_cos:")]]
+        held = command == ["0", "0", "0"]
+        assert np.all(clock == -1.0) == held  # cos(pi) on both feet from the first advance on, or a running clock
+
+
+def policy_elements(metadata_json: str) -> tuple[str, ...]:
+    from ppo_control.controller import RobotContract
+
+    return RobotContract.from_metadata(json.loads(metadata_json)).elements
 
 
 def onnx_installed() -> bool:

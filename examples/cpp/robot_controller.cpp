@@ -32,6 +32,9 @@ struct Contract {
   int sim_substeps = 0;
   std::vector<std::string> elements, command_names;
   std::vector<double> gait_initial_rad;
+  bool gait_holds = false;  // every foot's phase is held after an advance while the command is (near) zero
+  double gait_hold_rad = 0.0;
+  double gait_hold_command_norm = 0.0;
   json_lite::Value sources;
 };
 
@@ -51,7 +54,13 @@ Contract read_contract(const json_lite::Value& meta) {
   c.sources = robot.at("observation_sources");
   if (robot.has("command_names")) c.command_names = robot.at("command_names").as_strings();
   if (robot.has("gait_phase")) {
-    for (const auto& v : robot.at("gait_phase").at("initial_rad").array) c.gait_initial_rad.push_back(v.as_number());
+    const json_lite::Value& gait = robot.at("gait_phase");
+    for (const auto& v : gait.at("initial_rad").array) c.gait_initial_rad.push_back(v.as_number());
+    if (gait.has("hold_rad")) {
+      c.gait_holds = true;
+      c.gait_hold_rad = gait.at("hold_rad").as_number();
+      c.gait_hold_command_norm = gait.at("hold_while_command_norm_at_most").as_number();
+    }
   }
   c.action_low = meta.at("action_low").as_numbers(n);
   c.action_high = meta.at("action_high").as_numbers(n);
@@ -115,6 +124,11 @@ class Controller {
     if (stepped_) {  // the controller's own state lags one control period, as in training
       previous_ = pending_;
       for (double& p : phase_) p = std::fmod(p + phase_step_ + M_PI, 2.0 * M_PI) - M_PI;
+      double norm = 0.0;
+      for (double v : command_) norm += v * v;
+      if (c_.gait_holds && std::sqrt(norm) <= c_.gait_hold_command_norm) {
+        for (double& p : phase_) p = c_.gait_hold_rad;
+      }
       stepped_ = false;
     }
     return obs;

@@ -453,6 +453,8 @@ _BY_ENV_ID = {task.env_id: task for task in _TASKS}
 
 # g1.h / t1.h / berkeley_humanoid.h Reset: the gait frequency (Hz) is drawn uniformly once per
 # episode, phase starts at (0, pi) per foot and UpdatePhase adds 2*pi*ctrl_dt*frequency each step.
+# t1.h's UpdatePhase alone then holds both feet at pi while the step's command has a norm <= 0.01.
+_GAIT_HOLD = {"T1JoystickFlatTerrain": {"hold_rad": math.pi, "hold_while_command_norm_at_most": 0.01}}
 _GAIT_FREQUENCY_HZ = {
     "G1JoystickFlatTerrain": (1.25, 1.5),
     "T1JoystickFlatTerrain": (1.25, 1.75),
@@ -599,6 +601,7 @@ def controller_fields(task: RobotTask, spec_config: Mapping[str, Any]) -> dict[s
             "initial_rad": [0.0, math.pi],
             "step_rad": "2 * pi * control_period_s * frequency_hz, wrapped to [-pi, pi)",
             "frequency_hz_range": [low, high],
+            **_GAIT_HOLD.get(task.name, {}),
         }
         sources["gait_phase"] = "C++ Reset and UpdatePhase (constants, not spec options)"
     observed = observation_sources(task, model)
