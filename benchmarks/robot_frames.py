@@ -1,0 +1,60 @@
+"""Frames of a robot run's policy on its MuJoCo reference, side by side in one image, with the
+overlay `evaluate video=true` draws (time, step, return, the command against the measured velocity):
+for the README, where a video cannot play.
+
+    MUJOCO_GL=egl python benchmarks/robot_frames.py run=<run dir> [seed=1000003] [steps=100,200,300]
+        [width=640] [height=480] [scale=0.5] out=<image.jpg>
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import parse_args, resolved_config  # noqa: E402
+
+DEFAULTS = {"run": "", "seed": 1000003, "steps": "100,200,300", "width": 640, "height": 480, "scale": 0.5, "out": ""}
+
+
+def main(argv: list[str]) -> None:
+    args = parse_args(argv, DEFAULTS, __doc__)
+    if not args["run"] or not args["out"]:
+        print("error: give run=<run dir> and out=<image file>", file=sys.stderr)
+        raise SystemExit(2)
+    import imageio.v2 as imageio
+    import numpy as np
+
+    from ppo_control.api import load_policy
+    from ppo_control.envs.envpool_backend import tracking_indices
+    from ppo_control.envs.reference import make_reference_vec_env
+    from ppo_control.video import HostScene, command_and_measured, draw_overlay, open_frames, velocity_rows
+
+    config = resolved_config(Path(args["run"]))
+    policy = load_policy(args["run"])
+    env = make_reference_vec_env(config["env"]["id"], 1, config["env"]["kwargs"] or {}, num_threads=1)
+    where = tracking_indices(env.task.env_id, env.task.groups)
+    policy_size = dict(env.task.groups)["policy"]
+    wanted = sorted(int(step) for step in str(args["steps"]).split(","))
+    obs, episode_return, shots = env.reset(int(args["seed"])), 0.0, []
+    scene = HostScene(env.mj_model)
+    frames = open_frames(scene, int(args["width"]), int(args["height"]))
+    for step in range(1, wanted[-1] + 1):
+        result = env.step(policy(obs[:, :policy_size]))
+        obs, episode_return = result.obs, episode_return + float(result.reward[0])
+        if len(result.episode_lengths):
+            print(f"error: the episode ended at step {step}; choose another seed or earlier steps", file=sys.stderr)
+            raise SystemExit(1)
+        if step in wanted:
+            qpos, qvel = env.physics_states()
+            scene.show(qpos[0], qvel[0])
+            command, measured = command_and_measured(obs, where)[0]
+            shots.append(draw_overlay(frames(), step * env.control_period_s, step, episode_return, velocity_rows(command, measured)))
+    image = np.concatenate(shots, axis=1)
+    stride = max(1, round(1 / float(args["scale"])))
+    imageio.imwrite(args["out"], image[::stride, ::stride], quality=85)
+    print(f"written {args['out']}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
