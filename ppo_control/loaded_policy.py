@@ -43,7 +43,9 @@ class LoadedPolicy:
         self.metadata = metadata
 
     def __call__(self, obs: Any) -> np.ndarray:
-        obs = np.asarray(obs, dtype=np.float32)
+        # Contiguous, so that the same observation gives the same action whatever array it was
+        # sliced from (a strided input takes another matmul kernel, a last-bit different action).
+        obs = np.ascontiguousarray(obs, dtype=np.float32)
         if obs.ndim not in (1, 2) or obs.shape[-1] != self.obs_dim:
             raise UserError(
                 f"policy from '{self.source}' takes observations of shape [{self.obs_dim}] or "
