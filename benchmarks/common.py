@@ -209,7 +209,7 @@ def resolved_config(run_dir: Path) -> dict[str, Any]:
     """The run's resolved config.yaml as plain containers (omegaconf is a project dependency)."""
     from omegaconf import OmegaConf
 
-    from ppo_control.run_layout import CONFIG_FILE
+    from ppo_control.runs.layout import CONFIG_FILE
 
     return OmegaConf.to_container(OmegaConf.load(Path(run_dir) / CONFIG_FILE), resolve=True)  # type: ignore[return-value]
 

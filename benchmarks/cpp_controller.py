@@ -1,5 +1,5 @@
 """A robot's exported file driven by the C++ controller loop (examples/cpp/robot_controller.cpp, on
-MuJoCo's C API and libtorch) and by the same loop in Python (ppo_control.controller.drive), on the
+MuJoCo's C API and libtorch) and by the same loop in Python (ppo_control.deploy.controller.drive), on the
 model envpool's asset package ships, from its home keyframe, one fixed command per run: tracking
 error and falls side by side, per command.
 
@@ -56,7 +56,8 @@ def build_controller(build: Path) -> Path:
 
 
 def model_path(metadata: dict) -> str:
-    from ppo_control.envs import envpool_backend, playground
+    from ppo_control.envs import envpool_backend
+    from ppo_control.robots import playground
 
     task = playground.robot_task(metadata["env_id"])
     return playground.model_path(task, envpool_backend.spec_config(task.env_id, {})["base_path"])
@@ -70,7 +71,7 @@ def main(argv: list[str]) -> None:
     import numpy as np
     import torch
 
-    from ppo_control.controller import drive
+    from ppo_control.deploy.controller import drive
 
     export = Path(args["export"])
     extra = {"metadata.json": ""}

@@ -86,7 +86,7 @@ def train_steps_per_second(task: str, n_envs: int, threads: int, torch_threads: 
     """Our training: whole updates for about `seconds` after one warm-up update. Returns (steps/s
     from the updates' `sps`: total steps / total update time; steps/s of `collect()` alone)."""
     from ppo_control.config import compose
-    from ppo_control.trainer import Trainer
+    from ppo_control.training.trainer import Trainer
 
     cfg = compose(
         [

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from ppo_control.run_layout import CHECKPOINT_DIR, LAST_CHECKPOINT
+from ppo_control.runs.layout import CHECKPOINT_DIR, LAST_CHECKPOINT
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -79,7 +79,7 @@ def machine() -> dict:
 # --- parts (each runs in a child process: `gpu_scale.py --part NAME --part-out FILE ...`) ------
 def part_ours(args) -> dict:
     from ppo_control.config import compose
-    from ppo_control.trainer import Trainer
+    from ppo_control.training.trainer import Trainer
 
     launched = time.time()
     run_dir = Path(tempfile.mkdtemp(prefix="ours-")) / "run"

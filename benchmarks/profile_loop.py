@@ -17,7 +17,7 @@ import time
 from collections import defaultdict
 
 from ppo_control.config import compose
-from ppo_control.trainer import Trainer
+from ppo_control.training.trainer import Trainer
 
 
 def time_calls(owner: object, method: str, label: str, timings: dict[str, float]) -> None:

@@ -1,5 +1,5 @@
 """A trained robot policy evaluated on envpool (the engine it trained on) and on the MuJoCo
-reference of its task (ppo_control/envs/reference), same episodes count and seed scheme on both.
+reference of its task (ppo_control/envs/mujoco), same episodes count and seed scheme on both.
 
     python benchmarks/reference_cross_eval.py run=<run dir> [episodes=16] [checkpoint=<file>]
         [seed=<evaluation seed>] [noise_level=<override on both sides>] [rng=envpool|numpy] [out=<json path>]
@@ -40,7 +40,7 @@ ACHIEVED, COMMANDED = "/achieved", "/commanded"  # the parts of a ratio diagnost
 def run_episodes(policy, envs, episodes: int, seed: int) -> dict[str, np.ndarray]:
     """`episodes` deterministic episodes (quota per sub-env, as evaluation.evaluate_episodes does);
     per episode: return, length, fell, and the mean per step of every diagnostic."""
-    from ppo_control.history import ObservationHistory
+    from ppo_control.rl.history import ObservationHistory
 
     n = envs.num_envs
     quota = np.array([episodes // n + (i < episodes % n) for i in range(n)])
@@ -117,10 +117,10 @@ def main(argv: list[str]) -> None:
     from omegaconf import OmegaConf
 
     from ppo_control.envs.envpool_backend import EnvpoolVecEnv
-    from ppo_control.envs.reference import has_reference, make_reference_vec_env
-    from ppo_control.evaluation import EVAL_SEED_OFFSET, MAX_EVAL_ENVS
-    from ppo_control.run_layout import checkpoint_to_load
-    from ppo_control.runs import load_run
+    from ppo_control.envs.mujoco import has_reference, make_reference_vec_env
+    from ppo_control.rl.evaluation import EVAL_SEED_OFFSET, MAX_EVAL_ENVS
+    from ppo_control.runs.directory import load_run
+    from ppo_control.runs.layout import checkpoint_to_load
 
     loaded = load_run(run, checkpoint_to_load(run, args["checkpoint"]))
     cfg, policy = loaded.cfg, loaded.policy

@@ -27,8 +27,8 @@ def main(argv: list[str]) -> None:
 
     from ppo_control.api import load_policy
     from ppo_control.envs.envpool_backend import tracking_indices
-    from ppo_control.envs.reference import make_reference_vec_env
-    from ppo_control.video import HostScene, command_and_measured, draw_overlay, open_frames, velocity_rows
+    from ppo_control.envs.mujoco import make_reference_vec_env
+    from ppo_control.rendering.video import HostScene, command_and_measured, draw_overlay, open_frames, velocity_rows
 
     config = resolved_config(Path(args["run"]))
     policy = load_policy(args["run"])

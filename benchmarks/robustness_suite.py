@@ -24,7 +24,7 @@ from common import parse_args, rel  # noqa: E402
 
 from ppo_control.plot import save_figure  # noqa: E402
 from ppo_control.robustness import CSV_FILE, OUT_DIR  # noqa: E402
-from ppo_control.run_layout import CHECKPOINT_DIR, LAST_CHECKPOINT  # noqa: E402
+from ppo_control.runs.layout import CHECKPOINT_DIR, LAST_CHECKPOINT  # noqa: E402
 
 ROBUSTNESS_CSV = Path(OUT_DIR) / CSV_FILE  # what `ppo_control.robustness run=...` writes into a run
 DEFAULTS = {"suites": [], "episodes": 5, "out": "benchmarks/results/robust-1M/robustness.md"}

@@ -24,10 +24,10 @@ DEFAULTS = {"run": None, "episodes": 16}
 def main(argv: list[str]) -> None:
     args = parse_args(argv, DEFAULTS, __doc__)
     run = run_directory(args)
-    from ppo_control.evaluation import EVAL_SEED_OFFSET, evaluate_episodes, make_eval_envs
-    from ppo_control.observations import needs_privileged
-    from ppo_control.run_layout import checkpoint_to_load
-    from ppo_control.runs import load_run
+    from ppo_control.envs.observations import needs_privileged
+    from ppo_control.rl.evaluation import EVAL_SEED_OFFSET, evaluate_episodes, make_eval_envs
+    from ppo_control.runs.directory import load_run
+    from ppo_control.runs.layout import checkpoint_to_load
 
     loaded = load_run(run, checkpoint_to_load(run, None))
     cfg, policy = loaded.cfg, loaded.policy

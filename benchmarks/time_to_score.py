@@ -71,7 +71,7 @@ from common import (
 )
 
 from ppo_control.plot import metrics_file, read_metrics, save_figure  # noqa: E402
-from ppo_control.run_layout import CONFIG_FILE  # noqa: E402
+from ppo_control.runs.layout import CONFIG_FILE  # noqa: E402
 
 USAGE = __doc__
 THRESHOLDS = {"HalfCheetah": 3000.0, "Hopper": 2500.0, "Walker2d": 3000.0, "Ant": 3000.0}

@@ -12,7 +12,7 @@ Shapes (the batch, the networks and the PPO settings of a task's resolved config
                5 x 4, actor 256-128 on the 48 `policy` observations, critic 512-256-128 on the 123
                `privileged` ones, elu, 12 actions (the observation sizes are Go1's; no env is built)
 Variants:
-  baseline  `ppo_update` of ppo_control/ppo.py as it was at `--baseline-ref` (the commit before the
+  baseline  `ppo_update` of ppo_control/rl/ppo.py as it was at `--baseline-ref` (the commit before the
             update was split into `minibatch_loss`), run eagerly
   eager     this checkout's `ppo_update`, eager (what `PPOLearner` runs by default)
   compiled  this checkout's `ppo_update` with `compiled_minibatch_loss()` (PPOLearner(compiled=True))
@@ -61,10 +61,10 @@ import torch  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, rel, versions, write_json  # noqa: E402
 
-from ppo_control import ppo  # noqa: E402
 from ppo_control.config import compose  # noqa: E402
 from ppo_control.envs import EnvInfo  # noqa: E402
-from ppo_control.runs import build_policy  # noqa: E402
+from ppo_control.rl import ppo  # noqa: E402
+from ppo_control.runs.directory import build_policy  # noqa: E402
 
 # The last commit that changed ppo.py before `minibatch_loss` and `compiled_minibatch_loss`: the
 # update in its previous formulation.
@@ -79,9 +79,9 @@ PROFILE_ROWS = 15
 
 
 def load_baseline(ref: str):
-    """ppo_control/ppo.py as it was at git `ref`, imported as its own module (it imports the rest
+    """ppo_control/rl/ppo.py as it was at git `ref`, imported as its own module (it imports the rest
     of ppo_control from this checkout, whose interfaces it uses are unchanged)."""
-    source = subprocess.run(["git", "show", f"{ref}:ppo_control/ppo.py"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    source = subprocess.run(["git", "show", f"{ref}:ppo_control/rl/ppo.py"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     with tempfile.TemporaryDirectory(prefix="update_cost_baseline_") as tmp:
         path = Path(tmp) / "ppo_baseline.py"
         path.write_text(source)
@@ -195,7 +195,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds (the medians are over them)")
     parser.add_argument("--updates", type=int, default=0, help="updates per variant per round; 0 = about a second's worth")
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {', '.join(VARIANTS)}")
-    parser.add_argument("--baseline-ref", default=DEFAULT_BASELINE_REF, help="git ref whose ppo_control/ppo.py is the baseline")
+    parser.add_argument("--baseline-ref", default=DEFAULT_BASELINE_REF, help="git ref whose ppo_control/rl/ppo.py is the baseline")
     parser.add_argument("--profile", action="store_true", help="also profile each variant (torch.profiler)")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = parser.parse_args(argv)

@@ -35,6 +35,6 @@ _passive_openmp_waits()
 
 __version__ = "0.1.0"
 
-from ppo_control.errors import UserError  # noqa: E402  (the one exception the API raises for bad input)
+from ppo_control.config.errors import UserError  # noqa: E402  (the one exception the API raises for bad input)
 
 __all__ = ["UserError", "__version__"]

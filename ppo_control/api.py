@@ -18,23 +18,11 @@ arguments and calls it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ppo_control.config import EvaluateArgs, parse_command_args
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    """What `train` returns: where the run lives and its last evaluation (None if it did not run)."""
-
-    run_dir: Path
-    step: int
-    eval_return: float | None
-    eval_return_std: float | None
-    eval_length: float | None
-    videos: tuple[str, ...] = ()
+from ppo_control.training.launch import TrainResult, train_from_overrides
 
 
 def train(task: str | None = None, *, resume: str | Path | None = None, max_updates: int | None = None, **overrides: Any) -> TrainResult:
@@ -46,8 +34,6 @@ def train(task: str | None = None, *, resume: str | Path | None = None, max_upda
     """
     if task is not None:
         overrides["task"] = task  # with resume: only checked to be the run's own task
-    from ppo_control.train import train_from_overrides
-
     return train_from_overrides(overrides, resume=None if resume is None else str(resume), max_updates=max_updates)
 
 
@@ -93,7 +79,7 @@ def load_policy(path: str | Path, checkpoint: str | None = None):
     `path` is a run directory (its checkpoints/last.pt, or `checkpoint`), a checkpoint file, or an
     exported TorchScript (.pt) or ONNX (.onnx) file.
     """
-    from ppo_control.loaded_policy import load_policy as load
+    from ppo_control.deploy.loading import load_policy as load
 
     return load(Path(path), checkpoint)
 

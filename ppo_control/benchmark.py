@@ -39,9 +39,7 @@ from ppo_control.config import (
     parse_command_args,
     parse_overrides,
 )
-from ppo_control.errors import TrainingStopped, UserError, run_cli
-from ppo_control.locks import RUN_LOCK_FILE, is_held, try_lock
-from ppo_control.metrics import format_duration
+from ppo_control.config.errors import TrainingStopped, UserError, run_cli
 from ppo_control.plot import (
     Reference,
     Run,
@@ -51,7 +49,9 @@ from ppo_control.plot import (
     plot_learning_curves,
     reference_sources,
 )
-from ppo_control.run_layout import CHECKPOINT_DIR, CONFIG_FILE
+from ppo_control.runs.layout import CHECKPOINT_DIR, CONFIG_FILE
+from ppo_control.runs.locks import RUN_LOCK_FILE, is_held, try_lock
+from ppo_control.training.metrics import format_duration
 
 RESULTS_ROOT = Path("benchmarks") / "results"
 PER_RUN_KEYS = ("task", "seed", "run_dir", "resume")  # the benchmark sets these for each run

@@ -15,9 +15,9 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ppo_control.config import ConfigError, EvaluateArgs, command_help, evaluation_randomize_section, parse_command_args
+from ppo_control.config.errors import UserError, run_cli
 from ppo_control.envs.envpool_backend import RESPONSE_MIN_COMMAND
-from ppo_control.errors import UserError, run_cli
-from ppo_control.run_layout import checkpoint_to_load
+from ppo_control.runs.layout import checkpoint_to_load
 
 EVAL_FILE = "eval.json"
 
@@ -29,14 +29,14 @@ def evaluate_run(args: DictConfig) -> dict[str, Any]:
     checkpoint = checkpoint_to_load(args.run, args.checkpoint)
     import torch  # heavy imports after the arguments and paths check out
 
-    from ppo_control.checkpoint import atomic_write
     from ppo_control.envs import capabilities
-    from ppo_control.evaluation import EVAL_SEED_OFFSET, evaluate_episodes, make_eval_envs
-    from ppo_control.observations import needs_privileged
-    from ppo_control.randomization import Randomization
-    from ppo_control.runs import load_run
-    from ppo_control.trainer import resolve_device
-    from ppo_control.video import check_can_record, record_run_videos
+    from ppo_control.envs.observations import needs_privileged
+    from ppo_control.envs.randomization import Randomization
+    from ppo_control.rendering.video import check_can_record, record_run_videos
+    from ppo_control.rl.evaluation import EVAL_SEED_OFFSET, evaluate_episodes, make_eval_envs
+    from ppo_control.runs.checkpoint import atomic_write
+    from ppo_control.runs.directory import load_run
+    from ppo_control.training.trainer import resolve_device
 
     loaded = load_run(args.run, checkpoint)
     cfg, step = loaded.cfg, int(loaded.state["step"])

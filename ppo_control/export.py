@@ -18,8 +18,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from ppo_control.config import ConfigError, ExportArgs, Overrides, command_help, parse_command_args
-from ppo_control.errors import UserError, run_cli
-from ppo_control.run_layout import checkpoint_to_load
+from ppo_control.config.errors import UserError, run_cli
+from ppo_control.runs.layout import checkpoint_to_load
 
 FORMATS = {"torchscript": "policy.pt", "onnx": "policy.onnx"}
 EXPORT_DIR = "export"
@@ -76,8 +76,8 @@ def build_metadata(loaded, fmt: str) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     from ppo_control import __version__
-    from ppo_control.contract import actor_groups, controller_contract
-    from ppo_control.deploy import EXPORT_FORMAT_VERSION
+    from ppo_control.deploy.contract import actor_groups, controller_contract
+    from ppo_control.deploy.module import EXPORT_FORMAT_VERSION
 
     cfg = loaded.cfg
     return {
@@ -162,7 +162,7 @@ def expected_actions(policy, episodes):
     import numpy as np
     import torch
 
-    from ppo_control.history import ObservationHistory
+    from ppo_control.rl.history import ObservationHistory
 
     history = ObservationHistory(policy.history)
     starts = episode_starts(len(episodes))
@@ -185,7 +185,7 @@ def run_file(path: Path, fmt: str, episodes):
     actions of sub-env 0 fed one observation at a time [steps, action_dim])."""
     import numpy as np
 
-    from ppo_control.loaded_policy import load_onnx, load_torchscript
+    from ppo_control.deploy.loading import load_onnx, load_torchscript
 
     starts = episode_starts(len(episodes))
     load = load_torchscript if fmt == "torchscript" else load_onnx
@@ -229,8 +229,8 @@ def export_policy(args: DictConfig) -> ExportResult:
         require_onnx_packages()
     checkpoint = checkpoint_to_load(args.run, args.checkpoint)  # before the heavy imports (torch)
 
-    from ppo_control import deploy
-    from ppo_control.runs import load_run
+    from ppo_control.deploy import module as deploy
+    from ppo_control.runs.directory import load_run
 
     loaded = load_run(args.run, checkpoint)
     out = out_path(args)
@@ -275,7 +275,7 @@ def main(argv: list[str]) -> None:
 
 
 def usage_hint(out: Path, fmt: str, obs_dim: int, stateful: bool = False) -> str:
-    from ppo_control.deploy import METADATA_FILE
+    from ppo_control.deploy.module import METADATA_FILE
 
     if fmt == "torchscript":
         return (

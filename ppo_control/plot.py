@@ -27,10 +27,9 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ppo_control.config import RESUME_CHANGEABLE, ConfigError, command_help, parse_command_args, saved_run_config
-from ppo_control.errors import UserError, run_cli
-from ppo_control.metrics import ARCHIVED_METRICS_FILE, METRICS_FILE
-from ppo_control.resources import CONFIG_DIR
-from ppo_control.run_layout import CONFIG_FILE
+from ppo_control.config.errors import UserError, run_cli
+from ppo_control.config.resources import CONFIG_DIR
+from ppo_control.runs.layout import ARCHIVED_METRICS_FILE, CONFIG_FILE, METRICS_FILE
 
 # A finished run kept in benchmarks/results stores its rows gzipped (several times smaller); it is
 # read like a live run's metrics.jsonl, which wins where both exist.

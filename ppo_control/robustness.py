@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from ppo_control.config import ConfigError, RobustnessArgs, command_help, parse_command_args
-from ppo_control.errors import UserError, run_cli
+from ppo_control.config.errors import UserError, run_cli
 from ppo_control.plot import save_figure
-from ppo_control.run_layout import checkpoint_to_load
+from ppo_control.runs.layout import checkpoint_to_load
 
 OUT_DIR = "robustness"  # inside the run directory
 CSV_FILE = "robustness.csv"  # one row per cell (benchmarks/robustness_suite.py reads it back)
@@ -71,11 +71,11 @@ def evaluate_grid(run: str | Path, **arguments: Any) -> tuple[Path, list[Cell]]:
     args = parse_command_args(RobustnessArgs, {"run": str(run), **arguments}, "robustness")
     check_args(args)
     checkpoint = checkpoint_to_load(args.run, args.checkpoint)
-    from ppo_control.envs.reference import has_reference  # heavy imports after the checks
-    from ppo_control.evaluation import EVAL_SEED_OFFSET, evaluate_episodes, make_eval_envs
-    from ppo_control.observations import needs_privileged
-    from ppo_control.randomization import Randomization
-    from ppo_control.runs import load_run
+    from ppo_control.envs.mujoco import has_reference  # heavy imports after the checks
+    from ppo_control.envs.observations import needs_privileged
+    from ppo_control.envs.randomization import Randomization
+    from ppo_control.rl.evaluation import EVAL_SEED_OFFSET, evaluate_episodes, make_eval_envs
+    from ppo_control.runs.directory import load_run
 
     loaded = load_run(args.run, checkpoint)
     seed = args.seed if args.seed is not None else loaded.cfg.seed + EVAL_SEED_OFFSET
@@ -126,8 +126,8 @@ def cell(mass: float, friction: float, delay: int, evaluation) -> Cell:
 def robot_cells(loaded, args, seed: int) -> list[Cell]:
     """The grid on a robot's MuJoCo reference, the run's policy driven through the controller
     contract its export would carry (ppo_control.sim2sim); the delay is the controller's latency."""
-    from ppo_control.contract import actor_groups, controller_contract
-    from ppo_control.loaded_policy import load_policy
+    from ppo_control.deploy.contract import actor_groups, controller_contract
+    from ppo_control.deploy.loading import load_policy
     from ppo_control.sim2sim import Perturbation, drive
 
     cfg = loaded.cfg

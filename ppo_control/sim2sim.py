@@ -3,7 +3,7 @@
 
 Runs an exported policy file (TorchScript or ONNX, as `export` wrote it; never the training
 checkpoint) on the robot's MuJoCo reference, driven through the export's metadata alone: a
-controller per robot (ppo_control/controller.py) reads each observation element from the model's
+controller per robot (ppo_control/deploy/controller.py) reads each observation element from the model's
 sensors, sites and joints where `robot.observation_sources` says, keeps the previous action and the
 command, writes default pose + action scale x action as PD targets, gives the model the contract's
 gains and steps `sim_substeps` physics steps of `sim_period_s` per action. The reference supplies
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ppo_control.config import ConfigError, Sim2SimArgs, command_help, parse_command_args
-from ppo_control.errors import UserError, run_cli
+from ppo_control.config.errors import UserError, run_cli
 
 OUT_DIR = "sim2sim"  # inside the run directory
 OUT_FILE = "sim2sim.json"
@@ -60,7 +60,7 @@ def export_path(args) -> Path:
             )
     if not path.is_file():
         raise UserError(f"export '{path}' does not exist; give an exported policy file (.pt TorchScript or .onnx)")
-    from ppo_control.loaded_policy import is_torchscript
+    from ppo_control.deploy.loading import is_torchscript
 
     if path.suffix != ".onnx" and not is_torchscript(path):
         raise UserError(f"'{path}' is not an exported policy (TorchScript or ONNX): sim2sim runs what `export` wrote, never a checkpoint")
@@ -77,7 +77,7 @@ class ControllerLoop:
     episodes (reward terms, falls, tracking error from the simulator's state)."""
 
     def __init__(self, world, contract, latency: int = 0):
-        from ppo_control.controller import Controller
+        from ppo_control.deploy.controller import Controller
 
         self.world, self.contract, self.task = world, contract, world.task
         self.num_envs = world.num_envs
@@ -127,7 +127,7 @@ class Perturbation:
 def perturb_world(world, contract, perturbation: Perturbation) -> None:
     """The contract's PD loop and timing on the world's model (as a controller configures its
     robot), then the perturbations of the real robot against it."""
-    from ppo_control.controller import configure_model
+    from ppo_control.deploy.controller import configure_model
 
     model, p = world.mj_model, perturbation  # the model is shared by every sub-env
     configure_model(model, replace(contract, kp=contract.kp * p.kp_scale))
@@ -148,8 +148,8 @@ def drive(policy, metadata: dict[str, Any], env_kwargs: dict[str, Any], episodes
     `metadata` (an export's, or one built the same way for a checkpoint), episodes as long as the
     run's (metadata's max_episode_steps): (Evaluation, the recorded sub-env's PhysicsEpisode or None,
     the world's model, its control period)."""
-    from ppo_control.controller import RobotContract
-    from ppo_control.envs.reference import REFERENCE_TASKS, has_reference, make_reference_vec_env
+    from ppo_control.deploy.controller import RobotContract
+    from ppo_control.envs.mujoco import REFERENCE_TASKS, has_reference, make_reference_vec_env
 
     contract = RobotContract.from_metadata(metadata)
     env_id = str(metadata.get("env_id", ""))
@@ -169,8 +169,8 @@ def run_episodes(loop: ControllerLoop, policy, seed: int, record: int | None = N
     recorded sub-env's PhysicsEpisode or None)."""
     from ppo_control.envs.base import diagnostic_means
     from ppo_control.envs.envpool_backend import tracking_indices
-    from ppo_control.evaluation import Evaluation
-    from ppo_control.video import PhysicsEpisode, command_and_measured
+    from ppo_control.rendering.video import PhysicsEpisode, command_and_measured
+    from ppo_control.rl.evaluation import Evaluation
 
     world = loop.world
     where = tracking_indices(world.task.env_id, world.info.groups)
@@ -214,9 +214,9 @@ def sim2sim(**arguments: Any) -> dict[str, Any]:
     path = export_path(args)
     from omegaconf import OmegaConf
 
-    from ppo_control.checkpoint import atomic_write
-    from ppo_control.evaluation import EVAL_SEED_OFFSET
-    from ppo_control.loaded_policy import load_policy
+    from ppo_control.deploy.loading import load_policy
+    from ppo_control.rl.evaluation import EVAL_SEED_OFFSET
+    from ppo_control.runs.checkpoint import atomic_write
 
     policy = load_policy(path)
     run_cfg = None
@@ -257,8 +257,8 @@ def sim2sim(**arguments: Any) -> dict[str, Any]:
 
 
 def write_video(path: Path, model, dt: float, episode) -> Path:
-    from ppo_control.checkpoint import atomic_write
-    from ppo_control.video import HostScene, open_frames, write_physics_episode
+    from ppo_control.rendering.video import HostScene, open_frames, write_physics_episode
+    from ppo_control.runs.checkpoint import atomic_write
 
     scene = HostScene(model)
     scene.show(episode.qpos[0], episode.qvel[0])

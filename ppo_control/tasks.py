@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ppo_control.config import available_tasks, command_help, compose
-from ppo_control.errors import UserError, run_cli
-from ppo_control.resources import TASKS_DIR
+from ppo_control.config.errors import UserError, run_cli
+from ppo_control.config.resources import TASKS_DIR
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ def run_module(module: str, *args: str, cwd: Path | None = None, timeout: float 
 def train_in_process(run_dir: Path, *overrides: str):
     """Train in this process and return the Trainer's final eval dict (imports kept local)."""
     from ppo_control.config import compose
-    from ppo_control.trainer import Trainer
+    from ppo_control.training.trainer import Trainer
 
     cfg = compose([*overrides, f"run_dir={run_dir}"])
     return Trainer(cfg).train()
@@ -73,10 +73,10 @@ class RecordedRollouts:
     def __init__(self, *overrides: str):
         import torch
 
-        from ppo_control.collector import RolloutCollector
         from ppo_control.config import compose
         from ppo_control.envs import make_vec_env
-        from ppo_control.runs import build_policy
+        from ppo_control.rl.rollout import RolloutCollector
+        from ppo_control.runs.directory import build_policy
 
         self.cfg = cfg = compose([*TINY, *overrides])
         self.envs = make_vec_env(cfg.env)

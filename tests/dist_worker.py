@@ -9,8 +9,8 @@ import os
 import torch
 
 from ppo_control.config import compose
-from ppo_control.errors import run_cli
-from ppo_control.trainer import Trainer
+from ppo_control.config.errors import run_cli
+from ppo_control.training.trainer import Trainer
 
 
 def main(argv):

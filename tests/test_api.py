@@ -46,7 +46,7 @@ def test_nested_and_dotted_overrides_compose_alike():
 )
 def test_bad_arguments_raise_one_error_type_with_the_cli_message(api_call, cli):
     from ppo_control import api
-    from ppo_control.errors import UserError
+    from ppo_control.config.errors import UserError
 
     with pytest.raises(UserError) as caught:
         api_call(api)
@@ -65,7 +65,7 @@ def test_evaluate_api_reproduces_the_training_evaluation(api_run):
 
 def test_loaded_policies_act_alike_from_run_checkpoint_and_exports(api_run, tmp_path):
     from ppo_control.api import export, load_policy
-    from ppo_control.errors import UserError
+    from ppo_control.config.errors import UserError
 
     from_run = load_policy(api_run.run_dir)
     from_checkpoint = load_policy(api_run.run_dir / "checkpoints" / "last.pt")

@@ -9,7 +9,7 @@ from conftest import TINY, run_module
 
 
 def test_record_evaluation_keeps_the_first_strictly_best_and_ignores_non_finite():
-    from ppo_control.run_state import Progress
+    from ppo_control.training.run_state import Progress
 
     progress = Progress()
     outcomes = []

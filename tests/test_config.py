@@ -1,5 +1,6 @@
 """Config composition and the one-line, exit-2 errors a user gets for bad input."""
 
+import importlib
 import os
 import subprocess
 import sys
@@ -8,7 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import ROOT, run_module
-from ppo_control.config import ConfigError, _preset_file, all_keys, available_tasks, compose
+from ppo_control.config import ConfigError, _preset_file, all_keys, available_tasks, compose, saved_run_config
 
 DESIGN_KEYS = """task seed total_steps device run_dir
 env.backend env.n_envs env.vectorization env.id env.kwargs env.max_episode_steps
@@ -176,3 +177,12 @@ def test_a_regime_applies_before_the_task_file_and_an_unknown_one_is_one_line(tm
     task.write_text("regime: robto\nenv:\n  id: Go1JoystickFlatTerrain-v1\n")
     with pytest.raises(ConfigError, match=r"^Mine.yaml: regime 'robto' does not exist; valid regimes: robot$"):
         compose([f"task={task}"])
+
+
+def test_a_run_saved_before_the_package_moved_reads_its_env_entry_point_at_the_new_place():
+    saved = OmegaConf.to_container(compose(["task=HopperPositionsOnly"]), resolve=True)
+    saved["env"]["id"] = "ppo_control.partial_observation:positions_only"  # as the task file said before the move
+    cfg = saved_run_config(saved)
+    assert cfg.env.id == "ppo_control.envs.partial_observation:positions_only"
+    module, _, name = cfg.env.id.partition(":")
+    assert callable(getattr(importlib.import_module(module), name))

@@ -3,7 +3,7 @@
 import pytest
 
 from ppo_control.config import compose
-from ppo_control.contract import controller_contract
+from ppo_control.deploy.contract import controller_contract
 
 
 @pytest.mark.parametrize(

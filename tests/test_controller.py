@@ -1,4 +1,4 @@
-"""The controller loop built from an export's metadata alone (ppo_control/controller.py), on the
+"""The controller loop built from an export's metadata alone (ppo_control/deploy/controller.py), on the
 plain MuJoCo models of envpool's robots."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ import mujoco
 import numpy as np
 import pytest
 
-from ppo_control.controller import Controller, RobotContract, configure_model
-from ppo_control.envs import envpool_backend, playground
-from ppo_control.errors import UserError
+from ppo_control.config.errors import UserError
+from ppo_control.deploy.controller import Controller, RobotContract, configure_model
+from ppo_control.envs import envpool_backend
+from ppo_control.robots import playground
 
 
 def metadata(task_name: str) -> dict:

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from ppo_control.config.errors import UserError
 from ppo_control.envs import make_vec_env
-from ppo_control.errors import UserError
 
 
 def env_cfg(**overrides):

@@ -124,8 +124,8 @@ def test_evaluate_refuses_corrupt_checkpoint_without_touching_it(trained_run, tm
 def test_render_failure_names_both_variables(monkeypatch, tmp_path):
     from omegaconf import OmegaConf
 
-    from ppo_control import video
-    from ppo_control.errors import UserError
+    from ppo_control.config.errors import UserError
+    from ppo_control.rendering import video
 
     monkeypatch.setattr(video, "GL_BACKENDS", ("no-such-gl",))
     monkeypatch.setenv("MUJOCO_GL", "no-such-gl")

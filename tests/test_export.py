@@ -92,7 +92,7 @@ def cpp_build(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    from ppo_control.checkpoint import save_checkpoint
+    from ppo_control.runs.checkpoint import save_checkpoint
 
     root = tmp_path_factory.mktemp("export_runs")
     hc, ip = root / "hc", root / "ip"
@@ -131,10 +131,10 @@ def exports(runs, tmp_path_factory):
 @pytest.fixture(scope="module")
 def expected(runs, tmp_path_factory):
     """What the package itself computes: actions for random and real observations, one episode's return."""
-    from ppo_control.deploy import DeployedPolicy
+    from ppo_control.deploy.module import DeployedPolicy
     from ppo_control.envs import make_vec_env
-    from ppo_control.evaluation import evaluate_policy
-    from ppo_control.runs import load_run
+    from ppo_control.rl.evaluation import evaluate_policy
+    from ppo_control.runs.directory import load_run
 
     out_dir = tmp_path_factory.mktemp("expected")
     result = {}
@@ -359,7 +359,7 @@ def test_metadata_is_complete_and_correct(isolated, expected, name):
 
 @pytest.mark.slow
 def test_weight_hashes_differ_between_policies_and_follow_every_tensor(expected):
-    from ppo_control.deploy import DeployedPolicy, weights_sha256
+    from ppo_control.deploy.module import DeployedPolicy, weights_sha256
 
     assert expected["hc"]["hash"] != expected["ip"]["hash"]
     module = DeployedPolicy.from_actor_critic(expected["hc"]["loaded"].policy)
@@ -384,8 +384,8 @@ def test_cli_prints_where_it_wrote_the_metadata_and_how_to_load(exports, expecte
 
 @pytest.mark.parametrize("activation", ["relu", "elu", "gelu", "silu"])
 def test_deployed_policy_scripts_for_every_activation(activation):
-    from ppo_control.deploy import DeployedPolicy, to_torchscript
-    from ppo_control.policy import ActorCritic
+    from ppo_control.deploy.module import DeployedPolicy, to_torchscript
+    from ppo_control.rl.policy import ActorCritic
 
     torch.manual_seed(0)
     policy = ActorCritic(5, 2, np.array([-0.5, -2.0]), np.array([0.5, 2.0]), [16, 16], activation, obs_clip=3.0)
@@ -485,15 +485,16 @@ def test_cpp_example_runs_a_go1_export_with_its_joint_names(cpp_build, go1_expor
 
 
 def go1_model_path(name: str = "Go1JoystickFlatTerrain") -> str:
-    from ppo_control.envs import envpool_backend, playground
+    from ppo_control.envs import envpool_backend
+    from ppo_control.robots import playground
 
     task = playground.robot_task(name)
     return playground.model_path(task, envpool_backend.spec_config(task.env_id, {})["base_path"])
 
 
 def python_controller_trace(policy_path: Path, xml: str, command: list[float], steps: int) -> list[np.ndarray]:
-    """ppo_control.controller's loop on a plain MuJoCo model: (observation, action) per step."""
-    from ppo_control.controller import drive
+    """ppo_control.deploy.controller's loop on a plain MuJoCo model: (observation, action) per step."""
+    from ppo_control.deploy.controller import drive
 
     extra = {"metadata.json": ""}
     policy = torch.jit.load(str(policy_path), _extra_files=extra)
@@ -504,7 +505,7 @@ def python_controller_trace(policy_path: Path, xml: str, command: list[float], s
 @pytest.mark.slow
 def test_cpp_robot_controller_steps_go1_as_the_python_controller_does(cpp_build, go1_export, tmp_path):
     """examples/cpp/robot_controller.cpp drives the Go1 model on MuJoCo's C API through the export's
-    metadata alone, step for step as ppo_control.controller does in Python; an export whose joint
+    metadata alone, step for step as ppo_control.deploy.controller does in Python; an export whose joint
     order does not match the model is refused."""
     cpp_binary(cpp_build)
     binary, xml, command = cpp_build["controller"], go1_model_path(), ["-0.5", "0.2", "0.3"]
@@ -556,7 +557,7 @@ def test_cpp_robot_controller_runs_t1s_gait_clock_as_the_python_controller_does(
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            from ppo_control.controller import drive
+            from ppo_control.deploy.controller import drive
 
             python = drive(policy, xml, json.loads(extra["metadata.json"]), np.array(command, dtype=float), 20, gait_frequency_hz=1.5)
         finally:
@@ -569,7 +570,7 @@ def test_cpp_robot_controller_runs_t1s_gait_clock_as_the_python_controller_does(
 
 
 def policy_elements(metadata_json: str) -> tuple[str, ...]:
-    from ppo_control.controller import RobotContract
+    from ppo_control.deploy.controller import RobotContract
 
     return RobotContract.from_metadata(json.loads(metadata_json)).elements
 

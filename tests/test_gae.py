@@ -2,7 +2,7 @@
 
 import torch
 
-from ppo_control.storage import compute_gae
+from ppo_control.rl.storage import compute_gae
 
 GAMMA, LAMBDA = 0.5, 0.5
 
@@ -82,7 +82,7 @@ def test_lambda_one_gives_discounted_monte_carlo_returns():
 
 def test_device_recursion_matches_the_host_one():
     """The torch loop (envs simulated on the training device) computes what the numpy loop does."""
-    from ppo_control.storage import _gae_loop
+    from ppo_control.rl.storage import _gae_loop
 
     gen = torch.Generator().manual_seed(3)
     T, N = 40, 6

@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from conftest import RecordedRollouts
-from ppo_control.deploy import DeployedPolicy
+from ppo_control.deploy.module import DeployedPolicy
 
 
 def test_stack_shifts_frames_and_repeats_the_first_frame_of_an_episode():
-    from ppo_control.history import ObservationHistory
+    from ppo_control.rl.history import ObservationHistory
 
     history = ObservationHistory(3)
     first = np.array([[1.0, 10.0], [2.0, 20.0]], dtype=np.float32)
@@ -26,7 +26,7 @@ def test_stack_shifts_frames_and_repeats_the_first_frame_of_an_episode():
 
 
 def test_history_of_one_is_the_observation_itself():
-    from ppo_control.history import ObservationHistory
+    from ppo_control.rl.history import ObservationHistory
 
     history = ObservationHistory(1)
     obs = np.ones((2, 3), dtype=np.float32)
@@ -36,7 +36,7 @@ def test_history_of_one_is_the_observation_itself():
 
 
 def test_stacked_index_picks_the_groups_of_the_newest_frames():
-    from ppo_control.history import stacked_index
+    from ppo_control.rl.history import stacked_index
 
     assert stacked_index(None, 4, 2, 2) is None
     assert stacked_index(None, 2, 1, 3) == [4, 5]
@@ -44,7 +44,7 @@ def test_stacked_index_picks_the_groups_of_the_newest_frames():
 
 
 def make_policy(actor_history, critic_history, actor_index=None):
-    from ppo_control.policy import ActorCritic
+    from ppo_control.rl.policy import ActorCritic
 
     torch.manual_seed(0)
     policy = ActorCritic(
@@ -124,8 +124,8 @@ def test_training_evaluation_and_loaded_policy_agree_with_history(tmp_path, extr
 
     result = api.train("Hopper", total_steps=256, run_dir=str(tmp_path / "run"), **tiny_overrides(), **{"policy.actor_history": 4}, **extra)
     assert np.isfinite(result.eval_return)
-    from ppo_control.history import ObservationHistory
-    from ppo_control.runs import load_run
+    from ppo_control.rl.history import ObservationHistory
+    from ppo_control.runs.directory import load_run
 
     loaded = load_run(result.run_dir, None)
     policy = api.load_policy(result.run_dir)
@@ -171,7 +171,8 @@ def test_export_check_catches_a_stateful_policy_that_forgets_its_history(tmp_pat
     """The export is verified over probe episodes: a module that reads only the current frame (as if
     its history were lost) is refused before anything is written; the real one passes."""
     from conftest import tiny_overrides
-    from ppo_control import api, deploy
+    from ppo_control import api
+    from ppo_control.deploy import module as deploy
     from ppo_control.export import ExportMismatch
 
     run = api.train("Hopper", total_steps=256, run_dir=str(tmp_path / "run"), **tiny_overrides(), **{"policy.actor_history": 3}).run_dir

@@ -1,91 +1,100 @@
-"""The package's imports flow one way: config -> envs -> algorithm -> runs -> training -> deploy,
-analysis and commands. A module may import from its own layer and the layers before it, never
-from a later one (the run directory comes before the training loop because the trainer writes
-through it)."""
+"""The package's imports flow one way, folder by folder: config -> robots -> envs -> rl -> runs ->
+rendering -> training -> deploy -> analysis -> the commands and the API at the top. A module may
+import from its own folder and the folders before it, never from a later one, and no modules import
+each other in a circle."""
 
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 from conftest import ROOT
 
-LAYERS = [
-    ("config", {"errors", "resources", "config", "locks"}),
-    ("envs", {"randomization", "observations", "partial_observation", "envs"}),
-    (
-        "algorithm",
-        {
-            "normalization",
-            "history",
-            "policy",
-            "storage",
-            "ppo",
-            "distributed",
-            "collector",
-            "device_collector",
-            "checkpoint",
-            "evaluation",
-        },
-    ),
-    ("runs", {"run_layout", "metrics", "runs", "run_state", "video"}),
-    ("training", {"trainer"}),
-    (
-        "deploy, analysis, commands",
-        {
-            "__init__",
-            "contract",
-            "deploy",
-            "export",
-            "loaded_policy",
-            "controller",
-            "robustness",
-            "sim2sim",
-            "plot",
-            "benchmark",
-            "tasks",
-            "api",
-            "train",
-            "evaluate",
-        },
-    ),
-]
+PACKAGE = ROOT / "ppo_control"
+# Bottom to top. The top-level modules (the commands, the API, the package itself) come last.
+LAYERS = ("config", "robots", "envs", "rl", "runs", "rendering", "training", "deploy", "analysis", "")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def layer_of(module: str) -> int:
-    top = module.split(".")[0]
-    for index, (_, members) in enumerate(LAYERS):
-        if top in members:
-            return index
-    raise AssertionError(f"ppo_control.{module} belongs to no layer: add it to LAYERS")
+    folder = module.split(".")[0] if "." in module or (PACKAGE / module).is_dir() else ""
+    assert folder in LAYERS, f"ppo_control/{folder} is in no layer: add it to LAYERS"
+    return LAYERS.index(folder)
 
 
-def imported_modules(tree: ast.AST) -> set[str]:
+def imported_modules(tree: ast.AST, modules: set[str]) -> set[str]:
+    """ppo_control modules a file imports (`from ppo_control.x import y` counts as x.y when y is a module)."""
     found = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ppo_control."):
-            found.add(node.module.removeprefix("ppo_control."))
-        elif isinstance(node, ast.ImportFrom) and node.module == "ppo_control":
-            found.update(alias.name for alias in node.names)
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "ppo_control":
+            base = node.module.removeprefix("ppo_control").removeprefix(".")
+            names = [f"{base}.{alias.name}".strip(".") for alias in node.names]
+            names = [name if name in modules else base for name in names]
         elif isinstance(node, ast.Import):
-            found.update(alias.name.removeprefix("ppo_control.") for alias in node.names if alias.name.startswith("ppo_control."))
+            names = [alias.name.removeprefix("ppo_control.") for alias in node.names if alias.name.startswith("ppo_control.")]
+        found.update(name for name in names if name)
     return found
 
 
-def test_every_import_points_to_an_earlier_or_the_same_layer():
-    package = ROOT / "ppo_control"
-    backwards = []
-    for path in sorted(package.rglob("*.py")):
-        module = ".".join(path.relative_to(package).with_suffix("").parts)
-        own = layer_of(module)
-        for target in imported_modules(ast.parse(path.read_text())):
-            if target == "__version__":
-                continue
-            if layer_of(target) > own:
-                backwards.append(f"{module} ({LAYERS[own][0]}) imports {target} ({LAYERS[layer_of(target)][0]})")
-    assert not backwards, backwards
+def import_graph() -> dict[str, set[str]]:
+    paths = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    modules = set(paths)
+    return {module: imported_modules(ast.parse(path.read_text()), modules) - {module} for module, path in paths.items()}
 
 
-def test_the_check_sees_a_backward_import():
-    tree = ast.parse("from ppo_control.trainer import Trainer\nimport ppo_control.plot\n")
-    assert {layer_of(target) for target in imported_modules(tree)} == {4, 5}
-    assert layer_of("envs.registry") == 1
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_every_import_points_to_an_earlier_or_the_same_folder():
+    upward = [
+        f"{module} imports {target}"
+        for module, targets in import_graph().items()
+        for target in targets
+        if target != "__version__" and layer_of(target) > layer_of(module)
+    ]
+    assert not upward, upward
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    assert cycles(import_graph()) == []
+
+
+def test_the_checks_see_an_upward_import_and_a_circle():
+    modules = {"training.trainer", "plot", "envs.registry", "rl.policy"}
+    tree = ast.parse("from ppo_control.training.trainer import Trainer\nimport ppo_control.plot\n")
+    assert {layer_of(target) for target in imported_modules(tree, modules)} == {LAYERS.index("training"), LAYERS.index("")}
+    assert layer_of("envs.registry") == LAYERS.index("envs")
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from conftest import TINY, run_module, train_in_process
-from ppo_control.checkpoint import load_checkpoint
 from ppo_control.config import compose
-from ppo_control.trainer import Trainer
+from ppo_control.runs.checkpoint import load_checkpoint
+from ppo_control.training.trainer import Trainer
 
 
 @pytest.fixture(scope="module")

@@ -141,7 +141,7 @@ def test_wheel_ships_the_yaml_files(wheel):
 
 def test_venv_imports_the_wheel_not_the_checkout(venv):
     code = (
-        "import json, ppo_control, ppo_control.config as c, ppo_control.resources as r; "
+        "import json, ppo_control, ppo_control.config as c, ppo_control.config.resources as r; "
         "print(json.dumps([ppo_control.__file__, str(r.DATA_ROOT), str(c.CONFIG_DIR), str(c.TASKS_DIR)]))"
     )
     paths = [Path(p).resolve() for p in json.loads(_ok(venv.run("-c", code)).stdout)]

@@ -12,7 +12,8 @@ import pytest
 
 from conftest import ROOT
 from ppo_control.config import compose
-from ppo_control.metrics import METRICS_FILE, MetricsLogger, NullLogger, format_duration, tensorboard_tag
+from ppo_control.runs.layout import METRICS_FILE
+from ppo_control.training.metrics import MetricsLogger, NullLogger, format_duration, tensorboard_tag
 
 STEPS = 1000  # steps per update in the hand-made rows
 LINE = re.compile(
@@ -148,7 +149,8 @@ def test_tensorboard_off_writes_no_event_file_and_imports_no_tensorboard(tmp_pat
     assert event_files(tmp_path) == [] and len((tmp_path / METRICS_FILE).read_text().splitlines()) == 3
     # Lazy import: a logger without TensorBoard does not pay for importing it (checked in a fresh process).
     code = (
-        "import sys; from pathlib import Path; from ppo_control.config import compose; from ppo_control.metrics import MetricsLogger; "
+        "import sys; from pathlib import Path; from ppo_control.config import compose; "
+        "from ppo_control.training.metrics import MetricsLogger; "
         "d = Path(sys.argv[1]); MetricsLogger(d, compose(['task=Hopper', f'run_dir={d}', 'log.tensorboard=false']), 'r').close(); "
         "assert 'tensorboard' not in sys.modules and 'torch.utils.tensorboard' not in sys.modules, 'imported'"
     )
@@ -335,7 +337,7 @@ def test_interactive_defaults_to_whether_stdout_is_a_terminal(tmp_path, monkeypa
     without a size), where tqdm would draw nothing."""
     import os
 
-    import ppo_control.metrics as metrics
+    import ppo_control.training.metrics as metrics
 
     class Stream:
         def isatty(self):

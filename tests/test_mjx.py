@@ -60,7 +60,7 @@ def test_envs_of_one_shape_share_compiled_functions_but_not_episodes(hopper, mon
     # So does the export's controller contract: it must not build another one.
     from omegaconf import OmegaConf
 
-    from ppo_control import contract
+    from ppo_control.deploy import contract
     from ppo_control.envs import mjx_backend as mjx_env
 
     def no_new_engine_env(*args, **kwargs):
@@ -106,9 +106,9 @@ def test_device_collector_stores_what_the_host_collector_stores(hopper, rnn):
     """The same env, seeds and policy through both collectors: the device one (batched truncation
     values, reward scaling in torch, one finiteness check per rollout) equals the host one, a
     recurrent policy's stored sequence states included."""
-    from ppo_control.collector import RolloutCollector
-    from ppo_control.device_collector import DeviceRolloutCollector
-    from ppo_control.policy import ActorCritic
+    from ppo_control.rl.device_rollout import DeviceRolloutCollector
+    from ppo_control.rl.policy import ActorCritic
+    from ppo_control.rl.rollout import RolloutCollector
 
     torch.manual_seed(0)
     info = hopper.info
@@ -163,9 +163,9 @@ class NaNAfter:
 
 
 def test_device_collector_names_the_sub_env_and_step_of_a_non_finite_observation():
-    from ppo_control.collector import NonFiniteEnvOutput
-    from ppo_control.device_collector import DeviceRolloutCollector
-    from ppo_control.policy import ActorCritic
+    from ppo_control.rl.device_rollout import DeviceRolloutCollector
+    from ppo_control.rl.policy import ActorCritic
+    from ppo_control.rl.rollout import NonFiniteEnvOutput
 
     envs = NaNAfter()
     policy = ActorCritic(3, 1, envs.info.action_low, envs.info.action_high)
@@ -201,7 +201,7 @@ def test_mjx_run_resumes_exactly_evaluates_and_exports(tmp_path):
     from test_resume import resume_in_process, stable
 
     from ppo_control.config import compose
-    from ppo_control.trainer import Trainer
+    from ppo_control.training.trainer import Trainer
 
     Trainer(compose([*MJX_TINY, f"run_dir={tmp_path / 'whole'}"])).train()
     Trainer(compose([*MJX_TINY, f"run_dir={tmp_path / 'cut'}"])).train(max_updates=3)
@@ -264,8 +264,8 @@ def test_an_unknown_engine_task_lists_the_ones_it_provides(tmp_path):
 
 
 def test_without_the_extra_the_backend_names_the_install_command(monkeypatch):
+    from ppo_control.config.errors import UserError
     from ppo_control.envs.mjx_backend import import_engine
-    from ppo_control.errors import UserError
 
     monkeypatch.setitem(sys.modules, "brax", None)  # as if not installed
     with pytest.raises(UserError, match=r"pip install -e '\.\[mjx\]'"):

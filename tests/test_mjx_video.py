@@ -23,9 +23,10 @@ def read_video(path):
 @pytest.mark.slow
 def test_evaluate_records_a_video_of_an_mjx_run(tmp_path):
     pytest.importorskip("brax", reason="the mjx extra is installed by .ci/run; pip install -e '.[mjx]'")
-    from ppo_control import api, video
+    from ppo_control import api
     from ppo_control.config import compose
-    from ppo_control.trainer import Trainer
+    from ppo_control.rendering import video
+    from ppo_control.training.trainer import Trainer
 
     run_dir, video_dir = tmp_path / "run", tmp_path / "videos"
     overrides = [

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from ppo_control.normalization import RewardScaler, RunningMeanStd
+from ppo_control.rl.normalization import RewardScaler, RunningMeanStd
 
 
 def test_running_mean_std_matches_numpy_over_many_batches():
@@ -63,7 +63,7 @@ def test_reward_scaler_disabled_is_identity():
 
 
 def test_device_reward_scaler_matches_the_host_one_and_shares_its_state():
-    from ppo_control.normalization import DeviceRewardScaler, RewardScaler
+    from ppo_control.rl.normalization import DeviceRewardScaler, RewardScaler
 
     rng = np.random.default_rng(0)
     host, device = RewardScaler(5, 0.99, 10.0), DeviceRewardScaler(5, 0.99, 10.0)

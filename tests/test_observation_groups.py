@@ -9,8 +9,8 @@ import torch
 from conftest import ROOT, TINY, run_module, tiny_overrides
 from ppo_control.config import compose
 from ppo_control.envs import make_env_factory, make_vec_env
-from ppo_control.randomization import Randomization
-from ppo_control.runs import build_policy
+from ppo_control.envs.randomization import Randomization
+from ppo_control.runs.directory import build_policy
 
 sys.path.insert(0, str(ROOT / "tests"))  # dict_env, for the entry point below
 
@@ -118,7 +118,7 @@ def test_the_critic_can_have_its_own_widths_and_the_run_reloads_with_them(tmp_pa
     """policy.critic_hidden_sizes widens the critic alone; null builds exactly the shared-shape
     policy (same weights for the same seed); a trained run loads back with the critic it had."""
     from conftest import train_in_process
-    from ppo_control.runs import load_run
+    from ppo_control.runs.directory import load_run
 
     def linear_widths(net):
         return [layer.out_features for layer in net if isinstance(layer, torch.nn.Linear)]

@@ -1,4 +1,4 @@
-"""The physics-only copy of each robot's model (ppo_control/envs/physics_assets.py) simulates what
+"""The physics-only copy of each robot's model (ppo_control/robots/physics_assets.py) simulates what
 the full model does, and holds a small part of its memory."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from ppo_control.envs import physics_assets, playground
+from ppo_control.robots import physics_assets, playground
 
 envpool = pytest.importorskip("envpool")
 

@@ -1,4 +1,4 @@
-"""ppo_control/envs/playground.py against the running envpool envs: every group's element names
+"""ppo_control/robots/playground.py against the running envpool envs: every group's element names
 match envpool's sizes, the joints are the actuators' in action order, and the values behind the
 names are what they claim. envpool's release build reports no qpos in `info` (only its
 ENVPOOL_TEST build does), so joint positions are checked through the servo law instead: the
@@ -16,7 +16,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from ppo_control.envs import playground as pg
+from ppo_control.robots import playground as pg
 
 TASKS = list(pg.ROBOT_TASKS.values())
 IDS = [task.name for task in TASKS]

@@ -48,7 +48,7 @@ def assert_image(path):
 
 def cli_in_process(main, argv, capsys):
     """Run a command's main through run_cli as `python -m` would; returns (exit status, stdout, stderr)."""
-    from ppo_control.errors import run_cli
+    from ppo_control.config.errors import run_cli
 
     try:
         run_cli(main, argv)
@@ -249,7 +249,7 @@ def test_a_second_benchmark_into_the_same_out_is_refused(tmp_path, capsys):
     the second is refused with one line while the first holds the directory, and nothing in it
     changes; once the first is gone the directory is free again."""
     from ppo_control.benchmark import OUT_LOCK_FILE, main
-    from ppo_control.locks import try_lock
+    from ppo_control.runs.locks import try_lock
 
     out = tmp_path / "b"
     out.mkdir()
@@ -478,7 +478,7 @@ def test_the_shipped_references_name_known_tasks_and_are_drawn_by_default(tmp_pa
     ],
 )
 def test_bad_references_file_is_one_clear_error(tmp_path, text, message):
-    from ppo_control.errors import UserError
+    from ppo_control.config.errors import UserError
     from ppo_control.plot import load_references
 
     path = tmp_path / "references.yaml"
@@ -494,8 +494,8 @@ def test_results_tables_give_worst_median_and_mean_of_the_final_policies(tmp_pat
     from omegaconf import OmegaConf
 
     from ppo_control.benchmark import Job, write_results
-    from ppo_control.metrics import format_duration
     from ppo_control.plot import load_references
+    from ppo_control.training.metrics import format_duration
 
     finals = {"Hopper": [3295.1, 886.2, 3488.7], "MyHopper": [10.0, 30.0]}
     jobs = []
@@ -550,7 +550,7 @@ def test_an_archived_run_with_gzipped_metrics_reads_like_the_live_one(tmp_path):
     from omegaconf import OmegaConf
 
     from ppo_control.benchmark import Job
-    from ppo_control.errors import UserError
+    from ppo_control.config.errors import UserError
     from ppo_control.plot import find_run_dirs, load_run
 
     runs = {}
@@ -582,7 +582,7 @@ def test_a_key_added_after_a_run_was_made_reads_as_its_default(tmp_path):
 
     from ppo_control.benchmark import plan_job
     from ppo_control.config import default_config
-    from ppo_control.errors import UserError
+    from ppo_control.config.errors import UserError
     from ppo_control.plot import algorithm_config, group_runs, load_run
 
     defaults = OmegaConf.to_container(default_config(), resolve=True)

@@ -6,8 +6,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from ppo_control.policy import ActorCritic
-from ppo_control.ppo import (
+from ppo_control.rl.policy import ActorCritic
+from ppo_control.rl.ppo import (
     Batch,
     PPOLearner,
     adapt_learning_rate,
@@ -161,7 +161,7 @@ def test_batch_scope_standardizes_the_advantages_once_over_the_whole_rollout():
     advantages; per-minibatch normalization (4 minibatches) steps differently."""
     from dataclasses import replace
 
-    from ppo_control.ppo import standardize
+    from ppo_control.rl.ppo import standardize
 
     def trained(over: str, normalize: bool, standardized: bool) -> list[torch.Tensor]:
         policy, optimizer, batch, hp = _setup(target_kl=None)
@@ -181,7 +181,7 @@ def test_written_out_gaussian_matches_torch_distributions():
     import numpy as np
     from torch.distributions import Normal
 
-    from ppo_control.policy import ActorCritic
+    from ppo_control.rl.policy import ActorCritic
 
     policy = ActorCritic(5, 3, -np.ones(3), np.ones(3))
     with torch.no_grad():
@@ -199,7 +199,7 @@ def test_adam_falls_back_where_torch_has_no_fused_kernel(monkeypatch):
     the default implementation, with the same settings."""
     import torch
 
-    from ppo_control import ppo
+    from ppo_control.rl import ppo
 
     real_adam = torch.optim.Adam
 

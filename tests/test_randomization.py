@@ -6,11 +6,11 @@ from omegaconf import OmegaConf
 
 from conftest import TINY, run_module, tiny_overrides
 from ppo_control.config import ConfigError, compose, compose_resume
+from ppo_control.config.errors import UserError
 from ppo_control.envs import make_env_factory, make_vec_env
-from ppo_control.errors import UserError
-from ppo_control.evaluation import eval_randomization, make_eval_envs
-from ppo_control.observations import find_wrapper
-from ppo_control.randomization import DomainRandomization, Randomization
+from ppo_control.envs.observations import find_wrapper
+from ppo_control.envs.randomization import DomainRandomization, Randomization
+from ppo_control.rl.evaluation import eval_randomization, make_eval_envs
 
 
 def make_env(env_id="Hopper-v5", **settings):

@@ -10,7 +10,7 @@ from conftest import RecordedRollouts, run_module, tiny_overrides
 
 @pytest.mark.parametrize("kind", ["gru", "lstm"])
 def test_sequence_equals_stepping_with_zero_state_at_episode_starts(kind):
-    from ppo_control.policy import MEMORIES
+    from ppo_control.rl.policy import MEMORIES
 
     torch.manual_seed(0)
     memory = MEMORIES[kind](5, 8)
@@ -33,7 +33,7 @@ def test_training_sequences_replay_exactly_what_the_acting_policy_did(kind):
     """The update evaluates the actor over sequences from the states stored at their starts, with
     the state zeroed where an episode starts inside one (a 10-step time limit, 16-step sequences):
     the log-probs it computes are those of the actions as they were sampled, step by step."""
-    from ppo_control.ppo import prepare_batch
+    from ppo_control.rl.ppo import prepare_batch
 
     settings = [f"policy.rnn={kind}", "policy.rnn_size=16", "policy.rnn_sequence_length=16", "env.max_episode_steps=10"]
     recorded = RecordedRollouts("task=Hopper", *settings)
@@ -65,7 +65,7 @@ def test_training_sequences_replay_exactly_what_the_acting_policy_did(kind):
 
 
 def test_sequences_round_trip_and_keep_each_envs_steps_in_order():
-    from ppo_control.storage import RolloutStorage
+    from ppo_control.rl.storage import RolloutStorage
 
     storage = RolloutStorage(8, 3, 1, 1, sequence_length=4, state_size=2)
     x = torch.arange(24).reshape(8, 3)  # x[t, i] = 3 t + i
@@ -80,7 +80,7 @@ def test_loaded_policy_and_evaluation_carry_the_state_through_an_episode(tmp_pat
     import gymnasium as gym
 
     from ppo_control import api
-    from ppo_control.runs import load_run
+    from ppo_control.runs.directory import load_run
 
     settings = {"policy.rnn": kind, "policy.rnn_size": 16}
     result = api.train("Hopper", total_steps=256, run_dir=str(tmp_path / "run"), **tiny_overrides(), **settings)

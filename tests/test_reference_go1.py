@@ -1,4 +1,4 @@
-"""The MuJoCo reference of Go1's joystick task (ppo_control/envs/reference) against envpool's C++
+"""The MuJoCo reference of Go1's joystick task (ppo_control/envs/mujoco) against envpool's C++
 port: the same layout and options, the VecEnv semantics (seeding, falls, the time limit, saved
 states), the same dynamics, observations and reward terms step for step, and, with envpool's random
 streams, the same episodes as EnvpoolVecEnv (noise, commands, resets included).
@@ -20,10 +20,10 @@ import math
 import numpy as np
 import pytest
 
-from ppo_control.envs import playground as pg
-from ppo_control.envs.reference import has_reference, make_reference_vec_env
-from ppo_control.envs.reference.go1 import DEFAULTS, ENV_IDS, REWARD_TERMS, Go1Joystick
-from ppo_control.errors import UserError
+from ppo_control.config.errors import UserError
+from ppo_control.envs.mujoco import has_reference, make_reference_vec_env
+from ppo_control.envs.mujoco.go1 import DEFAULTS, ENV_IDS, REWARD_TERMS, Go1Joystick
+from ppo_control.robots import playground as pg
 
 FLAT, ROUGH = ENV_IDS
 STATE = len(pg.robot_task(FLAT).groups["state"])
@@ -155,7 +155,7 @@ def test_a_saved_state_continues_exactly(rng, randomized, tmp_path):
     randomization = EVERYTHING if randomized else None
     import torch
 
-    from ppo_control.checkpoint import to_numpy, to_tensors
+    from ppo_control.rl.snapshot import to_numpy, to_tensors
 
     actions = np.random.default_rng(0).uniform(-1.0, 1.0, (60, 2, 12))
     env = make_reference_vec_env(FLAT, 2, rng=rng, randomization=randomization)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ppo_control.envs.reference import make_reference_vec_env
-from ppo_control.randomization import Randomization
+from ppo_control.envs.mujoco import make_reference_vec_env
+from ppo_control.envs.randomization import Randomization
 
 FLAT = "Go1JoystickFlatTerrain-v1"
 EVERYTHING = Randomization(

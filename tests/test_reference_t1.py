@@ -1,4 +1,4 @@
-"""The MuJoCo reference of T1's joystick task (ppo_control/envs/reference/t1.py) against envpool's
+"""The MuJoCo reference of T1's joystick task (ppo_control/envs/mujoco/t1.py) against envpool's
 C++ port: the same layout and options, the VecEnv semantics (seeding, falls, saved states), and the
 same episodes as envpool's, step for step.
 
@@ -24,11 +24,11 @@ import math
 import numpy as np
 import pytest
 
-from ppo_control.envs import playground as pg
-from ppo_control.envs.reference import has_reference, make_reference_vec_env
-from ppo_control.envs.reference.batch import EnvpoolRandom
-from ppo_control.envs.reference.t1 import DEFAULTS, ENV_IDS, NU, REWARD_TERMS, T1Joystick
-from ppo_control.errors import UserError
+from ppo_control.config.errors import UserError
+from ppo_control.envs.mujoco import has_reference, make_reference_vec_env
+from ppo_control.envs.mujoco.batch import EnvpoolRandom
+from ppo_control.envs.mujoco.t1 import DEFAULTS, ENV_IDS, NU, REWARD_TERMS, T1Joystick
+from ppo_control.robots import playground as pg
 
 (FLAT,) = ENV_IDS
 NAMES = pg.robot_task(FLAT).groups
@@ -129,7 +129,7 @@ def test_a_saved_state_continues_exactly(randomized, tmp_path):
     import torch
     from test_reference_randomization import EVERYTHING
 
-    from ppo_control.checkpoint import to_numpy, to_tensors
+    from ppo_control.rl.snapshot import to_numpy, to_tensors
 
     randomization = EVERYTHING if randomized else None
     actions = np.random.default_rng(0).uniform(-0.5, 0.5, (90, 2, NU))
@@ -249,7 +249,7 @@ def test_sim2sim_drives_t1_through_its_contract(envpool):
     zero command, where t1.h holds the gait clock at pi (the export's gait_phase.hold_rad)."""
     from test_controller import metadata
 
-    from ppo_control.controller import RobotContract
+    from ppo_control.deploy.controller import RobotContract
     from ppo_control.sim2sim import ControllerLoop, Perturbation, perturb_world
 
     contract = RobotContract.from_metadata(metadata("T1JoystickFlatTerrain"))

@@ -27,8 +27,8 @@ def stable(run_dir):
 
 def resume_in_process(run_dir, *overrides):
     from ppo_control.config import compose_resume
-    from ppo_control.runs import find_resume_checkpoint
-    from ppo_control.trainer import Trainer
+    from ppo_control.runs.directory import find_resume_checkpoint
+    from ppo_control.training.trainer import Trainer
 
     _, state = find_resume_checkpoint(run_dir)
     cfg = compose_resume([f"resume={run_dir}", *overrides], state["config"], str(run_dir))
@@ -67,7 +67,7 @@ RECURRENT = ["policy.rnn=lstm", "policy.rnn_size=16", "policy.rnn_sequence_lengt
 )
 def test_interrupted_and_resumed_run_matches_uninterrupted_row_for_row(tmp_path, vectorization, extra):
     from ppo_control.config import compose
-    from ppo_control.trainer import Trainer
+    from ppo_control.training.trainer import Trainer
 
     args = [*EXACT, f"env.vectorization={vectorization}", *extra]
     Trainer(compose([*args, f"run_dir={tmp_path / 'whole'}"])).train()
@@ -109,7 +109,7 @@ def test_resuming_an_archived_run_keeps_its_history_in_one_file(tmp_path):
     import gzip
 
     from conftest import train_in_process
-    from ppo_control.errors import UserError
+    from ppo_control.config.errors import UserError
 
     run = tmp_path / "r"
     train_in_process(run, "task=InvertedPendulum", "total_steps=256", *TINY)
@@ -221,7 +221,7 @@ def test_sigkill_at_random_moments_always_leaves_a_resumable_run(tmp_path):
 
 @pytest.mark.slow
 def test_second_process_on_same_run_is_refused(tmp_path):
-    from ppo_control.runs import lock_run_dir
+    from ppo_control.runs.directory import lock_run_dir
 
     run = tmp_path / "busy"
     assert run_module("ppo_control.train", "task=InvertedPendulum", "total_steps=128", *TINY, f"run_dir={run}").returncode == 0
@@ -272,7 +272,7 @@ def test_resume_refuses_changes_that_alter_the_optimization(finished_run, extra,
 REFUSE_WITHOUT_TORCH = """
 import contextlib, io, json, sys
 from ppo_control import evaluate, export, robustness, train
-from ppo_control.errors import run_cli
+from ppo_control.config.errors import run_cli
 outcomes = []
 for name, argv in json.loads(sys.argv[1]):
     err = io.StringIO()
@@ -425,9 +425,9 @@ def test_nonfinite_observation_stops_training_and_keeps_last_good_checkpoint(tmp
 def test_nonfinite_loss_raises_before_touching_parameters():
     from omegaconf import OmegaConf
 
-    from ppo_control.errors import NonFiniteError
-    from ppo_control.policy import ActorCritic
-    from ppo_control.ppo import Batch, ppo_update
+    from ppo_control.config.errors import NonFiniteError
+    from ppo_control.rl.policy import ActorCritic
+    from ppo_control.rl.ppo import Batch, ppo_update
 
     policy = ActorCritic(3, 1, -torch.ones(1).numpy(), torch.ones(1).numpy(), normalize_obs=False)
     n = 32

@@ -119,8 +119,8 @@ def test_command_response_is_the_speed_reached_over_the_speed_commanded_per_dire
 def test_an_evaluation_repeats_its_episodes_on_envpool():
     import torch
 
-    from ppo_control.evaluation import evaluate_episodes
-    from ppo_control.runs import build_policy
+    from ppo_control.rl.evaluation import evaluate_episodes
+    from ppo_control.runs.directory import build_policy
 
     cfg = compose(GO1_TINY)
     envs = make_vec_env(cfg.env, num_envs=2)
@@ -169,7 +169,7 @@ def test_go1_trains_logs_its_terms_evaluates_and_exports_with_the_pd_contract(tm
 
 
 def test_env_kwargs_reach_envpool_and_show_in_the_contract():
-    from ppo_control.contract import controller_contract
+    from ppo_control.deploy.contract import controller_contract
 
     cfg = compose(["task=Go1JoystickFlatTerrain", "env.kwargs.kp=20.0", "env.kwargs.noise_level=0.0"])
     assert controller_contract(cfg.env)["robot"]["kp"] == 20.0
@@ -217,8 +217,8 @@ def test_robot_task_refusals_are_one_line_and_leave_no_run(tmp_path, overrides, 
 
 
 def test_the_memory_check_advises_the_largest_pool_that_fits(monkeypatch):
+    from ppo_control.config.errors import UserError
     from ppo_control.envs import envpool_backend
-    from ppo_control.errors import UserError
 
     per_env = envpool_backend.sub_env_bytes("Go1JoystickFlatTerrain-v1") * envpool_backend.POOL_MEMORY_MARGIN
     monkeypatch.setattr(envpool_backend, "available_memory_bytes", lambda: 50e6)
@@ -266,8 +266,8 @@ def test_the_memory_estimate_is_what_a_pool_holds_per_sub_env(env_id):
 def test_missing_asset_package_names_the_pip_command(monkeypatch):
     import importlib.util
 
+    from ppo_control.config.errors import UserError
     from ppo_control.envs import envpool_backend
-    from ppo_control.errors import UserError
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name.startswith("envpool_assets") else real(name, *a))

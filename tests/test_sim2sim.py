@@ -17,10 +17,10 @@ import torch
 from test_controller import metadata as controller_metadata
 
 from ppo_control.config import ConfigError
-from ppo_control.controller import RobotContract
-from ppo_control.envs.reference import make_reference_vec_env
-from ppo_control.errors import UserError
-from ppo_control.loaded_policy import load_policy
+from ppo_control.config.errors import UserError
+from ppo_control.deploy.controller import RobotContract
+from ppo_control.deploy.loading import load_policy
+from ppo_control.envs.mujoco import make_reference_vec_env
 from ppo_control.sim2sim import ControllerLoop, Perturbation, perturb_world, run_episodes, sim2sim
 
 ENV_ID = "Go1JoystickFlatTerrain-v1"

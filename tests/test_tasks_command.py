@@ -8,7 +8,7 @@ from conftest import ROOT, run_module
 from ppo_control.config import available_tasks
 from ppo_control.tasks import TaskInfo, list_tasks, task_info
 
-POSITIONS_ONLY = "ppo_control.partial_observation:positions_only"
+POSITIONS_ONLY = "ppo_control.envs.partial_observation:positions_only"
 # name: (env id, obs dim, action dim, dt) of Gymnasium's MuJoCo v5 envs with the task file's kwargs
 EXPECTED = {
     "Ant": ("Ant-v5", 27, 8, 0.05),  # tasks/Ant.yaml leaves out the contact forces (105 with them)
@@ -22,7 +22,7 @@ EXPECTED = {
     "Reacher": ("Reacher-v5", 10, 2, 0.02),
     "Swimmer": ("Swimmer-v5", 8, 2, 0.04),
     "Walker2d": ("Walker2d-v5", 17, 6, 0.008),
-    # partially observed: joint positions only (ppo_control/partial_observation.py)
+    # partially observed: joint positions only (ppo_control/envs/partial_observation.py)
     "HopperPositionsOnly": (POSITIONS_ONLY, 5, 3, 0.008),
     "Walker2dPositionsOnly": (POSITIONS_ONLY, 8, 6, 0.008),
 }
@@ -91,7 +91,7 @@ def test_positions_only_is_the_full_task_without_its_velocities(task_id, positio
     import gymnasium as gym
     import numpy as np
 
-    from ppo_control.partial_observation import positions_only
+    from ppo_control.envs.partial_observation import positions_only
 
     full, partial = gym.make(task_id), positions_only(task_id)
     obs, _ = full.reset(seed=3)

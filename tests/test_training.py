@@ -69,7 +69,7 @@ def test_halfcheetah_smoke_run_writes_the_run_directory_contract(tmp_path):
     assert state["policy"]["obs_normalizer.count"].item() == 256  # stats from the collected observations
     assert {"optimizer", "reward_scaler", "rng", "env_info"} <= state.keys()
 
-    from ppo_control.runs import load_run
+    from ppo_control.runs.directory import load_run
 
     loaded = load_run(run_dir)  # rebuilds the policy from the checkpoint alone, strict state_dict load
     assert torch.equal(loaded.policy.obs_normalizer.mean, state["policy"]["obs_normalizer.mean"])
@@ -200,7 +200,7 @@ def test_wandb_offline_run_records_the_metrics(tmp_path):
 def test_small_minibatches_update_on_one_thread(tmp_path, overrides, small):
     from ppo_control.config import compose
     from ppo_control.envs import usable_cores
-    from ppo_control.trainer import Trainer
+    from ppo_control.training.trainer import Trainer
 
     cfg = compose(["task=HalfCheetah", *overrides, "eval.every_steps=0", f"run_dir={tmp_path / 'r'}"])
     trainer = Trainer(cfg)
@@ -215,7 +215,7 @@ def test_initial_weights_do_not_depend_on_the_thread_count(tmp_path):
     import torch
 
     from ppo_control.config import compose
-    from ppo_control.trainer import Trainer
+    from ppo_control.training.trainer import Trainer
 
     weights = []
     for threads in (2, 1):

@@ -13,8 +13,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from ppo_control.policy import ActorCritic
-from ppo_control.ppo import Batch, PPOLearner, approx_kl, clipped_surrogate, minibatch_loss, ppo_update, standardize, value_loss
+from ppo_control.rl.policy import ActorCritic
+from ppo_control.rl.ppo import Batch, PPOLearner, approx_kl, clipped_surrogate, minibatch_loss, ppo_update, standardize, value_loss
 
 
 def reference_update(policy, optimizer, batch, hp, generator, ent_coef):

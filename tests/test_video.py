@@ -12,10 +12,10 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from ppo_control import video
 from ppo_control.envs import make_env_factory
-from ppo_control.evaluation import evaluate_policy, make_eval_envs
-from ppo_control.policy import ActorCritic
+from ppo_control.rendering import video
+from ppo_control.rl.evaluation import evaluate_policy, make_eval_envs
+from ppo_control.rl.policy import ActorCritic
 
 
 def env_cfg(env_id, max_episode_steps=None):

@@ -9,7 +9,7 @@
 // Prints the contract it read, then (with --trace) one line per control step with the observation
 // and the action (%.9g, so float32 values round-trip), and at the end the tracking error: the
 // commanded against the measured planar velocity and yaw rate, and whether the robot fell (the
-// IMU's up axis pointing down). ppo_control.controller is the same loop in Python.
+// IMU's up axis pointing down). ppo_control.deploy.controller is the same loop in Python.
 #include <mujoco/mujoco.h>
 #include <ATen/Parallel.h>
 #include <torch/script.h>

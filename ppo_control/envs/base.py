@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ppo_control.observations import POLICY, Groups
+from ppo_control.envs.observations import POLICY, Groups
 
 # The most sub-envs an evaluation runs at once (its episodes beyond that run in turn).
 MAX_EVAL_ENVS = 16

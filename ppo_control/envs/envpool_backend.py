@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from ppo_control.envs import physics_assets, playground
+from ppo_control.config.errors import UserError
 from ppo_control.envs.base import Capabilities, EnvInfo, EpisodeTracker, StepResult, as_arrays
-from ppo_control.errors import UserError
-from ppo_control.observations import POLICY, PRIVILEGED
+from ppo_control.envs.observations import POLICY, PRIVILEGED
+from ppo_control.robots import physics_assets, playground
 
 # envpool's Dict observation keys -> this package's group names.
 GROUP_OF_KEY = {"state": POLICY, "privileged_state": PRIVILEGED}

@@ -20,10 +20,10 @@ from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import TimeLimit
 
+from ppo_control.config.errors import EnvWorkerError, UserError
 from ppo_control.envs.base import Capabilities, EnvInfo, EpisodeTracker, StepResult, as_arrays
-from ppo_control.errors import EnvWorkerError, UserError
-from ppo_control.observations import PRIVILEGED, DictGroups, Groups, PrivilegedObservation, find_wrapper, observation_groups
-from ppo_control.randomization import DomainRandomization, Randomization
+from ppo_control.envs.observations import PRIVILEGED, DictGroups, Groups, PrivilegedObservation, find_wrapper, observation_groups
+from ppo_control.envs.randomization import DomainRandomization, Randomization
 
 # Gymnasium's half_cheetah.xml uses `settotalmass`, deprecated in MuJoCo 4: MuJoCo's default
 # handler prints that for every env made and appends it to MUJOCO_LOG.TXT in the working directory.

@@ -26,8 +26,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from ppo_control.config.errors import UserError
 from ppo_control.envs.base import Capabilities, EnvInfo, StepResult
-from ppo_control.errors import UserError
 
 # JAX would otherwise take most of the GPU's memory at start-up, leaving torch none.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")

@@ -19,10 +19,11 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ppo_control.envs import envpool_backend, gymnasium_backend, reference
+from ppo_control.config.errors import UserError
+from ppo_control.envs import envpool_backend, gymnasium_backend
+from ppo_control.envs import mujoco as reference
 from ppo_control.envs.base import MAX_EVAL_ENVS, Capabilities, VecEnv, usable_cores
-from ppo_control.errors import UserError
-from ppo_control.randomization import Randomization
+from ppo_control.envs.randomization import Randomization
 
 BACKENDS = ("gymnasium", "envpool", "mjx", "mujoco")
 

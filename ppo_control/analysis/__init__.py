@@ -1,0 +1,1 @@
+"""Reading results: learning curves, the robustness grid, the benchmark suite."""

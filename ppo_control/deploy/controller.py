@@ -1,0 +1,296 @@
+"""A robot's controller loop built from an exported policy's metadata alone: which MuJoCo sensor,
+site or joint each observation element reads, what state the controller keeps (the previous action,
+the command, a gait clock), how an action becomes a PD target and which gains the PD loop has.
+
+This is what `sim2sim` runs in a plain MuJoCo model, and what examples/cpp/go1_controller.cpp does
+in C++: neither reads anything from the training code or the envs, so a contract the metadata gets
+wrong (a joint order, a default pose, a gain, a control period) shows as a policy that no longer
+drives the robot. The vocabulary of `robot.observation_sources` is described in
+ppo_control/robots/playground.py.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from ppo_control.config.errors import UserError
+
+# The robot block's fields a controller loop cannot do without.
+REQUIRED = (
+    "joint_names",
+    "default_pose",
+    "action_scale",
+    "kp",
+    "kd_parts",
+    "control_period_s",
+    "sim_period_s",
+    "sim_substeps",
+    "observation_sources",
+)
+AXES = {"x": 0, "y": 1, "z": 2}
+
+
+def _per_joint(value: float | list[float], n: int, name: str) -> np.ndarray:
+    """A gain given once for every joint, or one per joint."""
+    values = np.broadcast_to(np.asarray(value, dtype=np.float64), (n,)) if np.ndim(value) == 0 else np.asarray(value, dtype=np.float64)
+    if values.shape != (n,):
+        raise UserError(f"the export's robot.{name} has {values.size} values for {n} joints")
+    return values.copy()
+
+
+@dataclass(frozen=True)
+class RobotContract:
+    """The controller's side of an export: read from its metadata.json, checked for completeness."""
+
+    joint_names: tuple[str, ...]
+    default_pose: np.ndarray
+    action_scale: float
+    kp: np.ndarray
+    joint_damping: np.ndarray
+    actuator_damping: np.ndarray
+    control_period_s: float
+    sim_period_s: float
+    sim_substeps: int
+    elements: tuple[str, ...]  # the policy's observation, element by element
+    sources: dict[str, dict[str, str]]
+    command_names: tuple[str, ...] = ()
+    gait_initial_rad: tuple[float, ...] = ()
+    gait_frequency_hz_range: tuple[float, float] | None = None
+    gait_hold_rad: float | None = None  # every foot's phase after an advance while the command is (near) zero
+    gait_hold_command_norm: float = 0.0
+    action_low: np.ndarray | None = None
+    action_high: np.ndarray | None = None
+
+    @classmethod
+    def from_metadata(cls, metadata: dict[str, Any]) -> RobotContract:
+        """One line naming what is missing where the export cannot drive a robot through its
+        metadata alone."""
+        robot = metadata.get("robot")
+        if not isinstance(robot, dict):
+            raise UserError("the export's metadata has no robot block: it was not trained on a PD-driven robot task")
+        missing = [key for key in REQUIRED if key not in robot]
+        if missing:
+            raise UserError(
+                f"the export's metadata lacks robot.{', robot.'.join(missing)}: a controller cannot drive the policy without them"
+            )
+        groups = metadata.get("observation", {}).get("groups", [])
+        read = [g for g in groups if g.get("name") == "policy"] or groups[:1]
+        elements = tuple(read[0].get("element_names") or ()) if read else ()
+        if not elements or len(elements) != int(metadata.get("obs_dim", -1)):
+            raise UserError("the export's metadata does not name every element of the policy's observation (observation.groups)")
+        n = len(robot["joint_names"])
+        period, sim_period, substeps = float(robot["control_period_s"]), float(robot["sim_period_s"]), int(robot["sim_substeps"])
+        if substeps < 1 or sim_period <= 0 or abs(period - sim_period * substeps) > 1e-9 * max(period, 1.0):
+            raise UserError(
+                f"the export's robot.control_period_s ({period:g} s) is not robot.sim_substeps ({substeps}) "
+                f"x robot.sim_period_s ({sim_period:g} s): its timing contradicts itself"
+            )
+        gait = robot.get("gait_phase") or {}
+        return cls(
+            joint_names=tuple(robot["joint_names"]),
+            default_pose=_per_joint(robot["default_pose"], n, "default_pose"),
+            action_scale=float(robot["action_scale"]),
+            kp=_per_joint(robot["kp"], n, "kp"),
+            joint_damping=_per_joint(robot["kd_parts"]["joint_damping"], n, "kd_parts.joint_damping"),
+            actuator_damping=_per_joint(robot["kd_parts"]["actuator_damping"], n, "kd_parts.actuator_damping"),
+            control_period_s=float(robot["control_period_s"]),
+            sim_period_s=float(robot["sim_period_s"]),
+            sim_substeps=int(robot["sim_substeps"]),
+            elements=elements,
+            sources={str(k): dict(v) for k, v in robot["observation_sources"].items()},
+            command_names=tuple(robot.get("command_names") or ()),
+            gait_initial_rad=tuple(float(v) for v in gait.get("initial_rad", ())),
+            gait_frequency_hz_range=tuple(gait["frequency_hz_range"]) if "frequency_hz_range" in gait else None,
+            gait_hold_rad=float(gait["hold_rad"]) if "hold_rad" in gait else None,
+            gait_hold_command_norm=float(gait.get("hold_while_command_norm_at_most", 0.0)),
+            action_low=np.asarray(metadata["action_low"], dtype=np.float64) if "action_low" in metadata else None,
+            action_high=np.asarray(metadata["action_high"], dtype=np.float64) if "action_high" in metadata else None,
+        )
+
+
+def configure_model(model: mujoco.MjModel, contract: RobotContract) -> None:
+    """Give the model the contract's PD loop and timing: actuator i (the joint `joint_names[i]`) is a
+    position servo with gain kp[i] and velocity term -actuator_damping[i], the joint's damping is
+    joint_damping[i], and the physics steps at sim_period_s."""
+    if model.nu != len(contract.joint_names):
+        raise UserError(f"the model has {model.nu} actuators, the export's robot.joint_names {len(contract.joint_names)}")
+    for i, name in enumerate(contract.joint_names):
+        joint = _joint(model, name)
+        if model.actuator_trnid[i, 0] != joint.id:
+            driven = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, int(model.actuator_trnid[i, 0]))
+            raise UserError(f"actuator {i} of the model drives joint {driven}, the export's robot.joint_names[{i}] is {name}")
+        model.actuator_gainprm[i, 0] = contract.kp[i]
+        model.actuator_biasprm[i, :3] = (0.0, -contract.kp[i], -contract.actuator_damping[i])
+        model.dof_damping[joint.dofadr[0]] = contract.joint_damping[i]
+    model.opt.timestep = contract.sim_period_s
+
+
+def _joint(model: mujoco.MjModel, name: str):
+    try:
+        return model.joint(name)
+    except KeyError:
+        raise UserError(f"the export names joint {name}, which the model does not have") from None
+
+
+class Controller:
+    """One robot's control loop on a MuJoCo model and data: `observation` after every control
+    period, `act` with the policy's action. Keeps what the policy saw in training besides the
+    sensors: the previous action, the command and the gait clock."""
+
+    def __init__(self, model: mujoco.MjModel, contract: RobotContract):
+        self.contract = contract
+        self.model = model
+        self._readers = [self._reader(name) for name in contract.elements]
+        n = len(contract.joint_names)
+        self.previous_action = np.zeros(n)
+        self._pending_action = np.zeros(n)
+        self.command = np.zeros(len(contract.command_names))
+        self.phase = np.asarray(contract.gait_initial_rad, dtype=np.float64)
+        self._phase_step = 0.0
+        self._stepped = False
+        self._acted_command = self.command
+
+    def reset(self, command: np.ndarray | None = None, gait_frequency_hz: float | None = None) -> None:
+        """A new episode: no previous action, the clock at its start."""
+        self.previous_action[:] = 0.0
+        self._pending_action[:] = 0.0
+        self._stepped = False
+        if command is not None:
+            self.command = np.asarray(command, dtype=np.float64).copy()
+        self.phase = np.asarray(self.contract.gait_initial_rad, dtype=np.float64)
+        if len(self.phase):
+            if gait_frequency_hz is None:
+                raise UserError("this robot's policy reads a gait clock: give its frequency (robot.gait_phase.frequency_hz_range)")
+            self._phase_step = 2.0 * math.pi * self.contract.control_period_s * gait_frequency_hz
+
+    def observation(self, data: mujoco.MjData) -> np.ndarray:
+        """The policy's observation now (after a reset, then once per control period after the
+        physics steps). As in training, the controller's own state in it lags by one control
+        period: the action is the one sent before the most recent, the gait clock the one before
+        this period's advance; both move on after they are read."""
+        obs = np.array([read(data) for read in self._readers], dtype=np.float32)
+        if self._stepped:
+            self.previous_action = self._pending_action.copy()
+            if len(self.phase):
+                self.phase = np.mod(self.phase + self._phase_step + math.pi, 2.0 * math.pi) - math.pi
+                hold = self.contract.gait_hold_rad  # the clock stops while the period's command was zero
+                if hold is not None and np.linalg.norm(self._acted_command) <= self.contract.gait_hold_command_norm:
+                    self.phase[:] = hold
+            self._stepped = False
+        return obs
+
+    def act(self, action: np.ndarray, data: mujoco.MjData) -> np.ndarray:
+        """Write the PD targets of `action` into data.ctrl: default pose + action_scale * action
+        (MuJoCo clamps them to the actuators' ctrlrange); returns the targets."""
+        action = np.asarray(action, dtype=np.float64).reshape(-1)
+        c = self.contract
+        if c.action_low is not None:
+            action = np.clip(action, c.action_low, c.action_high)
+        self._pending_action = action.copy()
+        self._acted_command = self.command.copy()  # the command of this control period
+        self._stepped = True
+        targets = c.default_pose + c.action_scale * action
+        data.ctrl[: len(targets)] = targets
+        return targets
+
+    def step_physics(self, data: mujoco.MjData) -> None:
+        """One control period of physics."""
+        for _ in range(self.contract.sim_substeps):
+            mujoco.mj_step(self.model, data)
+
+    # --- one element's reader ----------------------------------------------------------------
+    def _reader(self, element: str):
+        parts = element.split(":")
+        quantity, key = parts[0], ":".join(parts[1:])
+        source = self.contract.sources.get(quantity)
+        if source is None:
+            raise UserError(f"the export's robot.observation_sources does not say where {quantity} (element {element}) is read")
+        model, c = self.model, self.contract
+        if "sensor" in source:
+            adr = int(model.sensor(source["sensor"]).adr[0]) + AXES[key]
+            return lambda data: data.sensordata[adr]
+        if "site_gravity" in source:
+            site, k = int(model.site(source["site_gravity"]).id), AXES[key]
+            return lambda data: -data.site_xmat[site, 6 + k]
+        if "joint" in source:
+            joint = _joint(model, key)
+            if source["joint"] == "qvel":
+                dof = int(joint.dofadr[0])
+                return lambda data: data.qvel[dof]
+            qpos = int(joint.qposadr[0])
+            default = c.default_pose[c.joint_names.index(key)] if source["joint"] == "qpos - default_pose" else 0.0
+            return lambda data: data.qpos[qpos] - default
+        what = source.get("controller")
+        if what == "previous_action":
+            i = c.joint_names.index(key)
+            return lambda data: self.previous_action[i]
+        if what == "command":
+            i = c.command_names.index(element)
+            return lambda data: self.command[i]
+        if what in ("gait_phase_cos", "gait_phase_sin"):
+            foot = [name.split(":", 1)[1] for name in c.elements if name.startswith(quantity + ":")].index(key)
+            trig = math.cos if what == "gait_phase_cos" else math.sin
+            return lambda data: trig(self.phase[foot])
+        raise UserError(f"robot.observation_sources.{quantity}: unknown source {source}")
+
+
+@dataclass
+class Drive:
+    """One robot driven from a keyframe with a fixed command: what the policy saw and did per control
+    step, and what examples/cpp/robot_controller.cpp prints for the same run."""
+
+    observations: np.ndarray  # [steps, obs_dim] float32, each after its step's physics
+    actions: np.ndarray  # [steps, action_dim] float32
+    planar_error: float  # mean |command xy - measured xy velocity| (m/s), 0 when the policy reads neither
+    yaw_error: float  # mean |command yaw rate - measured yaw rate| (rad/s)
+    fell_at: int | None  # the first step whose gravity reading points up, None without a fall
+
+
+def drive(
+    policy,
+    xml_path: str,
+    metadata: dict[str, Any],
+    command: np.ndarray,
+    steps: int,
+    keyframe: str = "home",
+    gait_frequency_hz: float | None = None,
+) -> Drive:
+    """The controller loop of examples/cpp/robot_controller.cpp in Python: the model from `xml_path`
+    given the contract's PD loop and timing, reset to `keyframe`, then `steps` control periods of
+    `policy` (an exported module, called on one raw observation)."""
+    import torch
+
+    contract = RobotContract.from_metadata(metadata)
+    model = mujoco.MjModel.from_xml_path(xml_path)
+    configure_model(model, contract)
+    data = mujoco.MjData(model)
+    mujoco.mj_resetDataKeyframe(model, data, model.key(keyframe).id)
+    mujoco.mj_forward(model, data)
+    controller = Controller(model, contract)
+    controller.reset(np.asarray(command, dtype=np.float64), gait_frequency_hz)
+    if hasattr(policy, "reset"):
+        policy.reset()
+    elements = contract.elements
+    where = {name: elements.index(name) for name in ("linvel:x", "linvel:y", "gyro:z", "gravity:z") if name in elements}
+    obs, observations, actions = controller.observation(data), [], []
+    for _ in range(steps):
+        with torch.no_grad():
+            action = policy(torch.as_tensor(obs)).numpy()
+        controller.act(action, data)
+        controller.step_physics(data)
+        obs = controller.observation(data)
+        observations.append(obs)
+        actions.append(np.asarray(action, dtype=np.float32).reshape(-1))
+    observed, command = np.array(observations), np.asarray(command, dtype=np.float64)
+    planar = yaw = 0.0
+    if "linvel:x" in where and "linvel:y" in where:
+        planar = float(np.mean(np.hypot(command[0] - observed[:, where["linvel:x"]], command[1] - observed[:, where["linvel:y"]])))
+    if "gyro:z" in where:
+        yaw = float(np.mean(np.abs(command[2] - observed[:, where["gyro:z"]])))
+    fell = np.flatnonzero(observed[:, where["gravity:z"]] > 0.0) if "gravity:z" in where else np.zeros(0)
+    return Drive(observed, np.array(actions), planar, yaw, int(fell[0]) if len(fell) else None)

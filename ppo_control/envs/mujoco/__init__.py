@@ -1,0 +1,70 @@
+"""MuJoCo references of envpool's Playground robot tasks: the same tasks on the `mujoco` Python
+bindings, which can render them and change their models per sub-env (envpool can do neither).
+
+`batch` holds what every reference task shares (batched stepping, the VecEnv around a task), `port`
+what every port of a Playground C++ task builds alike (model, options, layout, saved state); one
+module per robot holds its task logic (`go1`: Go1's joystick on flat and rough terrain; `t1`: the
+Booster T1 humanoid's joystick on flat terrain). `make_reference_vec_env` builds the VecEnv of a
+task that has a reference; `has_reference` says which do. A robot's module (and with it mujoco) is
+imported only when its VecEnv is built.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ppo_control.config.errors import UserError
+from ppo_control.envs.mujoco.batch import EnvpoolRandom, PhysicsBatch, ReferenceTask, ReferenceVecEnv, TaskStep
+
+_GO1 = ("Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1")  # go1.ENV_IDS, without importing mujoco
+_T1 = ("T1JoystickFlatTerrain-v1",)  # t1.ENV_IDS
+_ALL = _GO1 + _T1
+REFERENCE_TASKS = tuple(env_id.removesuffix("-v1") for env_id in _ALL)
+
+
+def _env_id(env_id_or_name: str) -> str:
+    """An envpool id from an envpool id, a MuJoCoPlayground/ id or a Playground name."""
+    key = str(env_id_or_name).removeprefix("MuJoCoPlayground/")
+    return key if key.endswith("-v1") else f"{key}-v1"
+
+
+def has_reference(env_id: str) -> bool:
+    """Whether the robot task `env_id` (or its Playground name) has a MuJoCo reference here."""
+    return _env_id(env_id) in _ALL
+
+
+def make_reference_vec_env(
+    env_id: str,
+    num_envs: int,
+    kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+    num_threads: int | None = None,
+    rng: str = "envpool",
+    randomization=None,
+) -> ReferenceVecEnv:
+    """The reference VecEnv of `env_id` with `num_envs` sub-envs; `kwargs` are the envpool spec's
+    task options (noise_level, reward scales, kp, kd, command ranges, ...). `rng`: "envpool"
+    replays envpool's random streams (same seed, same episodes), "numpy" draws from numpy's.
+    `randomization` (a randomization.Randomization): randomize.* on each sub-env's own model."""
+    env_id = _env_id(env_id)
+    if env_id in _GO1:
+        from ppo_control.envs.mujoco.go1 import Go1Joystick
+
+        return ReferenceVecEnv(Go1Joystick(env_id, num_envs, kwargs, num_threads), max_episode_steps, rng, randomization)
+    if env_id in _T1:
+        from ppo_control.envs.mujoco.t1 import T1Joystick
+
+        return ReferenceVecEnv(T1Joystick(env_id, num_envs, kwargs, num_threads), max_episode_steps, rng, randomization)
+    raise UserError(f"env.id '{env_id}': no MuJoCo reference of this task; tasks with one: {', '.join(_ALL)}")
+
+
+__all__ = [
+    "REFERENCE_TASKS",
+    "EnvpoolRandom",
+    "PhysicsBatch",
+    "ReferenceTask",
+    "ReferenceVecEnv",
+    "TaskStep",
+    "has_reference",
+    "make_reference_vec_env",
+]

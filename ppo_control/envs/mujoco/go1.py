@@ -1,0 +1,338 @@
+"""MuJoCo Playground's Go1 joystick task (flat and rough terrain) on the `mujoco` Python bindings,
+written to behave as envpool's C++ port does (envpool/mujoco/playground/go1.h,
+PlaygroundGo1EnvBase), so a policy trained on envpool runs here unchanged and the same numbers come
+out within evaluation noise.
+
+What is the C++'s and kept here on purpose:
+- the model is the XML the C++ loads, with opt.timestep = sim_dt, opt.ccd_iterations = 20, the
+  spec's kd in every joint's dof_damping and its kp in every actuator's gainprm[0] and -biasprm[1];
+- sensors, site frames and actuator forces are read right after the control period's last mj_step
+  (no mj_forward): they belong to the start of that substep;
+- the observation's last_action is the action before the current one (the observation is written
+  before the action is stored), and a joint angle's noise is added before the default is subtracted;
+- the reward is the sum of the terms times ctrl_dt, clipped to [0, 10000], as float32; the terms
+  reported (`reward/<term>`) are the scaled terms before the dt;
+- the command is resampled when its countdown (exponential, mean 5 s) runs out or the robot falls,
+  and the observation after the step already carries the new command;
+- there are no pushes: the privileged `push_force` is the trunk's xfrc_applied, which stays zero.
+
+Random numbers are drawn in the C++'s order (reset offsets, yaw, base velocities, the countdown, the
+command; per step the resampled command, then the observation noise in FillObs' order), so with
+envpool's stream (batch.EnvpoolRandom) a sub-env replays envpool's episode for the same seed.
+Every constant is the C++'s DefaultConfig (`DEFAULTS`, checked against envpool's spec in the tests)
+or one of the C++'s literals (reset offsets, the command countdown's mean, the pose weights).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from ppo_control.envs.mujoco.batch import TaskStep
+from ppo_control.envs.mujoco.port import PlaygroundPort, round_half_away
+
+ENV_IDS = ("Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1")
+
+# go1.h PlaygroundGo1EnvFns::DefaultConfig, less frame_stack and task_name (not task options here).
+DEFAULTS: dict[str, float] = {
+    "ctrl_dt": 0.02,
+    "sim_dt": 0.004,
+    "kp": 35.0,
+    "kd": 0.5,
+    "action_scale": 0.5,
+    "soft_joint_pos_limit_factor": 0.95,
+    "noise_level": 1.0,
+    "noise_joint_pos": 0.03,
+    "noise_joint_vel": 1.5,
+    "noise_gyro": 0.2,
+    "noise_gravity": 0.05,
+    "noise_linvel": 0.1,
+    "tracking_lin_vel_scale": 1.0,
+    "tracking_ang_vel_scale": 0.5,
+    "lin_vel_z_scale": -0.5,
+    "ang_vel_xy_scale": -0.05,
+    "orientation_scale": -5.0,
+    "dof_pos_limits_scale": -1.0,
+    "pose_scale": 0.5,
+    "termination_scale": -1.0,
+    "stand_still_scale": -1.0,
+    "torques_scale": -0.0002,
+    "action_rate_scale": -0.01,
+    "energy_scale": -0.001,
+    "feet_clearance_scale": -2.0,
+    "feet_height_scale": -0.2,
+    "feet_slip_scale": -0.1,
+    "feet_air_time_scale": 0.1,
+    "tracking_sigma": 0.25,
+    "max_foot_height": 0.1,
+    "command_a0": 1.5,
+    "command_a1": 0.8,
+    "command_a2": 1.2,
+    "command_b0": 0.9,
+    "command_b1": 0.25,
+    "command_b2": 0.5,
+}
+
+# The terms in the order go1.h sums them (the sum's rounding follows that order).
+REWARD_TERMS = (
+    "tracking_lin_vel",
+    "tracking_ang_vel",
+    "lin_vel_z",
+    "ang_vel_xy",
+    "orientation",
+    "dof_pos_limits",
+    "pose",
+    "termination",
+    "stand_still",
+    "torques",
+    "action_rate",
+    "energy",
+    "feet_clearance",
+    "feet_height",
+    "feet_slip",
+    "feet_air_time",
+)
+
+NU = 12
+FEET = ("FR", "FL", "RR", "RL")  # kGo1FeetSites
+# go1.h literals: reset offsets and velocities are U(-0.5, 0.5), yaw U(-3.14, 3.14); the command
+# countdown is an exponential with mean 5 s; calf joints (every third) weigh 0.1 in the pose term;
+# the command is "zero" below a norm of 0.01; the air-time reward counts air time past 0.1 s.
+RESET_XY_VEL = 0.5
+RESET_YAW = 3.14
+COMMAND_MEAN_S = 5.0
+POSE_WEIGHTS = np.array([1.0, 1.0, 0.1] * 4)
+ZERO_COMMAND_NORM = 0.01
+AIR_TIME_THRESHOLD_S = 0.1
+
+
+class Go1Joystick(PlaygroundPort):
+    """The task on a PhysicsBatch of `num_envs` sub-envs (the ReferenceTask protocol of batch.py).
+
+    Per-sub-env task state lives in [num_envs, ...] arrays: the command and its countdown, the last
+    action, the feet's air time, swing peak and last contact.
+    """
+
+    ENV_IDS, DEFAULTS, NU, ROBOT = ENV_IDS, DEFAULTS, NU, "Go1"
+    STATE = ("command", "steps_until_next_cmd", "last_act", "feet_air_time", "swing_peak", "last_contact")
+
+    def __init__(
+        self, env_id: str, num_envs: int, kwargs: dict[str, Any] | None = None, num_threads: int | None = None, base_path: str | None = None
+    ):
+        super().__init__(env_id, num_envs, kwargs, num_threads, base_path)
+        options, model = self.options, self.physics.model(0)
+        factor = options["soft_joint_pos_limit_factor"]
+        self.soft_lowers = model.jnt_range[1 : 1 + NU, 0] * factor
+        self.soft_uppers = model.jnt_range[1 : 1 + NU, 1] * factor
+
+        sensor = partial(self.sensor_adr, model)
+        self.imu_site = model.site("imu").id
+        self.torso_body = model.body("trunk").id
+        self.adr = {name: sensor(name) for name in ("gyro", "local_linvel", "accelerometer", "upvector", "global_linvel", "global_angvel")}
+        self.feet_sites = np.array([model.site(foot).id for foot in FEET])
+        self.feet_floor = np.array([sensor(f"{foot}_floor_found") for foot in FEET])
+        self.feet_linvel = np.array([[sensor(f"{foot}_global_linvel") + axis for axis in range(3)] for foot in FEET])
+        self.command_bounds = np.array([options[f"command_a{i}"] for i in range(3)])
+        self.command_keep = np.array([options[f"command_b{i}"] for i in range(3)])
+        self.noise_level = options["noise_level"]
+        # MaybeNoisy's scales, in the order FillObs draws them: linvel, gyro, gravity, joint pos, joint vel.
+        self.noise_scales = np.concatenate(
+            [
+                np.full(3, options["noise_linvel"]),
+                np.full(3, options["noise_gyro"]),
+                np.full(3, options["noise_gravity"]),
+                np.full(NU, options["noise_joint_pos"]),
+                np.full(NU, options["noise_joint_vel"]),
+            ]
+        )
+
+        n = num_envs
+        self.command = np.zeros((n, 3))
+        self.steps_until_next_cmd = np.zeros(n, dtype=np.int64)
+        self.last_act = np.zeros((n, NU))
+        self.feet_air_time = np.zeros((n, len(FEET)))
+        self.swing_peak = np.zeros((n, len(FEET)))
+        self.last_contact = np.zeros((n, len(FEET)), dtype=bool)
+
+    def configure_model(self, model) -> None:
+        """go1.h's constructor: sim_dt, ccd_iterations, the spec's kd in every joint's damping and its
+        kp in every actuator (gainprm[0], -biasprm[1])."""
+        options = self.options
+        model.opt.timestep = options["sim_dt"]
+        model.opt.ccd_iterations = 20
+        model.dof_damping[6:] = options["kd"]
+        model.actuator_gainprm[:, 0] = options["kp"]
+        model.actuator_biasprm[:, 1] = -options["kp"]
+
+    # --- episodes ------------------------------------------------------------------------------
+    def reset(self, ids: np.ndarray, rngs: Sequence[np.random.Generator]) -> np.ndarray:
+        """go1.h Reset: the home pose moved by U(-0.5, 0.5) in x and y, turned by a yaw in
+        U(-3.14, 3.14), with base velocities U(-0.5, 0.5); a command and its countdown."""
+        mujoco = self._mujoco
+        for i in ids:
+            rng = rngs[i]
+            data = self.physics.reset(i)
+            data.qpos[:] = self.init_qpos
+            data.qvel[:] = 0.0
+            data.ctrl[:] = self.default_pose
+            data.qpos[0] += rng.uniform(-RESET_XY_VEL, RESET_XY_VEL)
+            data.qpos[1] += rng.uniform(-RESET_XY_VEL, RESET_XY_VEL)
+            yaw = rng.uniform(-RESET_YAW, RESET_YAW)
+            quat = np.empty(4)
+            mujoco.mju_mulQuat(quat, data.qpos[3:7].copy(), np.array([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]))
+            data.qpos[3:7] = quat
+            data.qvel[:6] = rng.uniform(-RESET_XY_VEL, RESET_XY_VEL, 6)
+            self.steps_until_next_cmd[i] = self._countdown(rng)
+            self.command[i] = (rng.random(3) * 2.0 - 1.0) * self.command_bounds
+        self.physics.forward(ids)
+        self._clear(ids)
+        return self._observe(ids, self._read(ids), rngs)
+
+    def place(self, i: int, qpos: np.ndarray, qvel: np.ndarray, command: np.ndarray, steps_until_next_cmd: int, rng) -> np.ndarray:
+        """Put sub-env i in a given physics state and command, as a reset leaves it (no actions yet,
+        feet never in contact), and return its observation: for checks against another simulator."""
+        data = self.physics.reset(i)
+        data.qpos[:], data.qvel[:], data.ctrl[:] = qpos, qvel, self.default_pose
+        self.command[i], self.steps_until_next_cmd[i] = command, steps_until_next_cmd
+        ids = np.array([i])
+        self.physics.forward(ids)
+        self._clear(ids)
+        return self._observe(ids, self._read(ids), {i: rng})[0]
+
+    def _clear(self, ids: np.ndarray) -> None:
+        for array in (self.last_act, self.feet_air_time, self.swing_peak, self.last_contact):
+            array[ids] = 0
+
+    def _countdown(self, rng: np.random.Generator) -> int:
+        return int(round_half_away(rng.exponential(1.0) * COMMAND_MEAN_S / self.control_period_s))
+
+    def _sample_command(self, i: int, rng: np.random.Generator) -> None:
+        """go1.h SampleCommand: per axis, with probability 1/2 a new value, which is U(-a, a) with
+        probability b and 0 otherwise; else the command stays."""
+        for axis in range(3):
+            y = (rng.random() * 2.0 - 1.0) * self.command_bounds[axis]
+            z = 1.0 if rng.random() < self.command_keep[axis] else 0.0
+            w = 1.0 if rng.random() < 0.5 else 0.0
+            self.command[i, axis] -= w * (self.command[i, axis] - y * z)
+
+    # --- the control step ----------------------------------------------------------------------
+    def step(self, actions: np.ndarray, rngs: Sequence[np.random.Generator]) -> TaskStep:
+        """go1.h Step, for every sub-env at once."""
+        dt = self.control_period_s
+        self.physics.step(self.default_pose + actions * self.options["action_scale"], self.substeps)
+        r = self._read(None)
+        contact = r["sensordata"][:, self.feet_floor] > 0.0
+        first_contact = (self.feet_air_time > 0.0) & (contact | self.last_contact)
+        self.feet_air_time += dt
+        self.swing_peak = np.maximum(self.swing_peak, r["feet_z"])
+        terminated = r["sensordata"][:, self.adr["upvector"] + 2] < 0.0
+
+        terms = self._reward_terms(r, actions, first_contact, contact, terminated)
+        total = np.zeros(self.num_envs)
+        for name in REWARD_TERMS:
+            total = total + terms[name]
+        reward = np.clip(total * dt, 0.0, 10000.0).astype(np.float32)
+
+        self.steps_until_next_cmd -= 1
+        for i in np.flatnonzero((self.steps_until_next_cmd <= 0) | terminated):
+            self._sample_command(i, rngs[i])
+            self.steps_until_next_cmd[i] = self._countdown(rngs[i])
+        obs = self._observe(np.arange(self.num_envs), r, rngs)
+
+        self.last_act[:] = actions
+        self.feet_air_time[contact] = 0.0
+        self.swing_peak[contact] = 0.0
+        self.last_contact[:] = contact
+        return TaskStep(obs, reward, terminated, terms)
+
+    def _reward_terms(
+        self, r: dict[str, np.ndarray], actions: np.ndarray, first_contact: np.ndarray, contact: np.ndarray, terminated: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        """go1.h ComputeRewards: each term times its scale (the sum's dt comes later)."""
+        o, s, cmd = self.options, r["sensordata"], self.command
+        local_linvel, gyro = self._sensor(s, "local_linvel"), self._sensor(s, "gyro")
+        global_linvel, global_angvel, up = self._sensor(s, "global_linvel"), self._sensor(s, "global_angvel"), self._sensor(s, "upvector")
+        lin_error = (cmd[:, 0] - local_linvel[:, 0]) ** 2 + (cmd[:, 1] - local_linvel[:, 1]) ** 2
+        ang_error = (cmd[:, 2] - gyro[:, 2]) ** 2
+        q, qd, force = r["qpos"][:, 7 : 7 + NU], r["qvel"][:, 6 : 6 + NU], r["actuator_force"][:, :NU]
+        delta = q - self.default_pose
+        zero_command = np.linalg.norm(cmd, axis=1) < ZERO_COMMAND_NORM
+        moving = (~zero_command).astype(np.float64)
+        limits = -np.minimum(q - self.soft_lowers, 0.0) + np.maximum(q - self.soft_uppers, 0.0)
+
+        feet_vel = s[:, self.feet_linvel]  # [n, feet, xyz]
+        vel_xy_sq = feet_vel[..., 0] ** 2 + feet_vel[..., 1] ** 2
+        height = o["max_foot_height"]
+        first = first_contact.astype(np.float64) * moving[:, None]
+        return {
+            "tracking_lin_vel": np.exp(-lin_error / o["tracking_sigma"]) * o["tracking_lin_vel_scale"],
+            "tracking_ang_vel": np.exp(-ang_error / o["tracking_sigma"]) * o["tracking_ang_vel_scale"],
+            "lin_vel_z": global_linvel[:, 2] ** 2 * o["lin_vel_z_scale"],
+            "ang_vel_xy": (global_angvel[:, 0] ** 2 + global_angvel[:, 1] ** 2) * o["ang_vel_xy_scale"],
+            "orientation": (up[:, 0] ** 2 + up[:, 1] ** 2) * o["orientation_scale"],
+            "dof_pos_limits": limits.sum(axis=1) * o["dof_pos_limits_scale"],
+            "pose": np.exp(-(delta**2 * POSE_WEIGHTS).sum(axis=1)) * o["pose_scale"],
+            "termination": terminated.astype(np.float64) * o["termination_scale"],
+            "stand_still": np.abs(delta).sum(axis=1) * zero_command * o["stand_still_scale"],
+            "torques": (np.sqrt((force**2).sum(axis=1)) + np.abs(force).sum(axis=1)) * o["torques_scale"],
+            "action_rate": ((actions - self.last_act) ** 2).sum(axis=1) * o["action_rate_scale"],
+            "energy": (np.abs(qd) * np.abs(force)).sum(axis=1) * o["energy_scale"],
+            "feet_clearance": (np.abs(r["feet_z"] - height) * np.sqrt(np.sqrt(vel_xy_sq))).sum(axis=1) * o["feet_clearance_scale"],
+            "feet_height": (((self.swing_peak / height - 1.0) ** 2) * first).sum(axis=1) * o["feet_height_scale"],
+            "feet_slip": (vel_xy_sq * contact * moving[:, None]).sum(axis=1) * o["feet_slip_scale"],
+            "feet_air_time": ((self.feet_air_time - AIR_TIME_THRESHOLD_S) * first).sum(axis=1) * o["feet_air_time_scale"],
+        }
+
+    # --- observations --------------------------------------------------------------------------
+    def _read(self, ids: np.ndarray | None) -> dict[str, np.ndarray]:
+        """What the task reads of the physics of sub-envs `ids` (all when None), as they stand."""
+        g = self.physics.gather
+        site_xpos = g("site_xpos", ids)
+        return {
+            "sensordata": g("sensordata", ids),
+            "qpos": g("qpos", ids),
+            "qvel": g("qvel", ids),
+            "actuator_force": g("actuator_force", ids),
+            "imu_xmat": g("site_xmat", ids)[:, self.imu_site],
+            "feet_z": site_xpos[:, self.feet_sites, 2],
+            "push_force": g("xfrc_applied", ids)[:, self.torso_body, :3],
+        }
+
+    def _observe(self, ids: np.ndarray, r: dict[str, np.ndarray], rngs) -> np.ndarray:
+        """go1.h FillObs for sub-envs `ids` (rows of `r`): `state` (noisy, uniform noise) then
+        `privileged_state` (a copy of `state`, then clean quantities)."""
+        s = r["sensordata"]
+        gyro, linvel = self._sensor(s, "gyro"), self._sensor(s, "local_linvel")
+        gravity = -r["imu_xmat"][:, 6:9]
+        q, qd = r["qpos"][:, 7 : 7 + NU], r["qvel"][:, 6 : 6 + NU]
+        draws = np.stack([rngs[i].uniform(-1.0, 1.0, len(self.noise_scales)) for i in ids])
+        noise = draws * self.noise_level * self.noise_scales  # MaybeNoisy's order of products
+        noisy = np.concatenate([linvel, gyro, gravity, q, qd], axis=1) + noise
+        state = np.concatenate(
+            [noisy[:, :9], noisy[:, 9 : 9 + NU] - self.default_pose, noisy[:, 9 + NU :], self.last_act[ids], self.command[ids]], axis=1
+        )
+        feet_vel = s[:, self.feet_linvel].reshape(len(ids), -1)
+        privileged = np.concatenate(
+            [
+                state,
+                gyro,
+                self._sensor(s, "accelerometer"),
+                gravity,
+                linvel,
+                self._sensor(s, "global_angvel"),
+                q - self.default_pose,
+                qd,
+                r["actuator_force"][:, :NU],
+                self.last_contact[ids].astype(np.float64),
+                feet_vel,
+                self.feet_air_time[ids],
+                r["push_force"],
+                np.zeros((len(ids), 1)),
+            ],
+            axis=1,
+        )
+        return np.concatenate([state, privileged], axis=1)

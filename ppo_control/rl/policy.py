@@ -1,0 +1,249 @@
+"""ActorCritic: observation normalizer + Gaussian actor (state-independent log-std) + separate critic.
+
+Its input is a stack of the `history` most recent observation frames (history.py), flattened
+oldest first; with history 1 that is the observation itself. With `rnn` (gru or lstm) the actor
+carries a recurrent state from step to step (`Memory`); the critic stays feed-forward.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+from ppo_control.rl.history import stacked_index
+from ppo_control.rl.normalization import RunningMeanStd
+
+LOG_2PI = math.log(2 * math.pi)
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU, "silu": nn.SiLU}
+
+
+def mlp(in_dim: int, hidden_sizes: list[int], out_dim: int, activation: str, head_gain: float) -> nn.Sequential:
+    """MLP with orthogonal init: gain sqrt(2) on hidden layers, `head_gain` on the output, zero biases."""
+    layers: list[nn.Module] = []
+    sizes = [in_dim, *hidden_sizes]
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        layers += [_orthogonal(nn.Linear(a, b), math.sqrt(2)), ACTIVATIONS[activation]()]
+    layers.append(_orthogonal(nn.Linear(sizes[-1], out_dim), head_gain))
+    return nn.Sequential(*layers)
+
+
+def _orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+class Memory(nn.Module):
+    """A recurrent layer (GRU or LSTM cell) between the actor's input and its MLP.
+
+    Its state is one tensor [batch, state_size] (the LSTM's h and c side by side); zeros are the
+    state at an episode's start. `forward(x, state)` is one control step (features, next state):
+    acting, evaluation and export step the cell. Training replays whole sequences with torch's
+    fused GRU/LSTM over the same weights (`run`), which computes the same function in one call
+    per stretch without an episode start (the cell's gates, in C++ rather than a Python loop).
+    """
+
+    def sequence(self, x: torch.Tensor, state: torch.Tensor, episode_starts: torch.Tensor) -> torch.Tensor:
+        """Features [L, batch, hidden] over sequences x [L, batch, input]: from `state` at the first
+        step, and from zeros wherever `episode_starts` [L, batch] marks a new episode."""
+        length = x.shape[0]
+        cuts = (episode_starts[1:].any(dim=1).nonzero().flatten() + 1).tolist()  # steps where some sequence restarts
+        features = []
+        for start, end in zip([0, *cuts], [*cuts, length]):
+            state = state * (~episode_starts[start]).unsqueeze(-1).to(state.dtype)
+            out, state = self.run(x[start:end], state)
+            features.append(out)
+        return torch.cat(features)
+
+
+class GRUMemory(Memory):
+    def __init__(self, input_size: int, hidden_size: int):
+        super().__init__()
+        self.state_size = hidden_size
+        self.cell = nn.GRUCell(input_size, hidden_size)
+
+    def forward(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.cell(x, state)
+        return h, h
+
+    def run(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Steps x [T, batch, input] from `state`: (features [T, batch, hidden], last state)."""
+        cell = self.cell
+        params = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
+        out, h = torch.gru(x, state.unsqueeze(0).contiguous(), params, True, 1, 0.0, self.training, False, False)
+        return out, h[0]
+
+
+class LSTMMemory(Memory):
+    def __init__(self, input_size: int, hidden_size: int):
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.state_size = 2 * hidden_size
+        self.cell = nn.LSTMCell(input_size, hidden_size)
+
+    def forward(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h, c = self.cell(x, (state[:, : self.hidden_size], state[:, self.hidden_size :]))
+        return h, torch.cat([h, c], dim=-1)
+
+    def run(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Steps x [T, batch, input] from `state`: (features [T, batch, hidden], last state)."""
+        cell, size = self.cell, self.hidden_size
+        params = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
+        hx = (state[:, :size].unsqueeze(0).contiguous(), state[:, size:].unsqueeze(0).contiguous())
+        out, h, c = torch.lstm(x, hx, params, True, 1, 0.0, self.training, False, False)
+        return out, torch.cat([h[0], c[0]], dim=-1)
+
+
+MEMORIES = {"gru": GRUMemory, "lstm": LSTMMemory}
+
+
+class ActorCritic(nn.Module):
+    """The whole learned controller. Raw observations in; the normalizer is part of the module.
+
+    The normalizer's statistics change only when the trainer calls `obs_normalizer.update`; every
+    forward path here reads them frozen, so evaluation and export see exactly the trained statistics.
+    Recurrent policies take and return their state (`initial_state`); feed-forward ones pass None.
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        action_low: np.ndarray,
+        action_high: np.ndarray,
+        hidden_sizes: list[int] = (64, 64),
+        activation: str = "tanh",
+        critic_hidden_sizes: list[int] | None = None,
+        log_std_init: float = 0.0,
+        normalize_obs: bool = True,
+        obs_clip: float = 10.0,
+        actor_index: list[int] | None = None,
+        critic_index: list[int] | None = None,
+        actor_history: int = 1,
+        critic_history: int = 1,
+        rnn: str = "none",
+        rnn_size: int = 128,
+    ):
+        """`obs_dim` is one frame's size; `actor_index`/`critic_index` pick each network's groups
+        from a frame (None = the whole frame), `actor_history`/`critic_history` how many of the most
+        recent frames it reads; `rnn` puts a recurrent layer of `rnn_size` units before the actor's MLP;
+        `critic_hidden_sizes` gives the critic its own widths (None = the actor's `hidden_sizes`)."""
+        super().__init__()
+        self.normalize_obs = normalize_obs
+        self.frame_dim = obs_dim
+        self.history = max(actor_history, critic_history)  # frames in the stacked input
+        self.obs_dim = self.history * obs_dim  # size of the stacked input
+        self.actor_history, self.critic_history = actor_history, critic_history
+        # One running mean/std per frame element, shared by the frames of a stack: each group's
+        # statistics are its own, and a frame is normalized the same wherever it sits in the stack.
+        self.obs_normalizer = RunningMeanStd(shape=(obs_dim,), clip=obs_clip)
+        # Which elements each network reads: of one frame (`*_frame_index`, what an export slices its
+        # normalizer with) and of the stacked input (`*_index`); None = all, as they are. Derived
+        # from the config, so not saved in checkpoints (persistent=False).
+        indices = {
+            "actor_frame_index": actor_index,
+            "critic_frame_index": critic_index,
+            "actor_index": stacked_index(actor_index, obs_dim, actor_history, self.history),
+            "critic_index": stacked_index(critic_index, obs_dim, critic_history, self.history),
+        }
+        for name, index in indices.items():
+            self.register_buffer(name, None if index is None else torch.as_tensor(index, dtype=torch.long), persistent=False)
+        actor_in = self.obs_dim if self.actor_index is None else len(self.actor_index)
+        critic_in = self.obs_dim if self.critic_index is None else len(self.critic_index)
+        self.memory = MEMORIES[rnn](actor_in, rnn_size) if rnn != "none" else None
+        self.actor_mean = mlp(rnn_size if self.memory else actor_in, list(hidden_sizes), action_dim, activation, head_gain=0.01)
+        critic_sizes = list(hidden_sizes if critic_hidden_sizes is None else critic_hidden_sizes)
+        self.critic = mlp(critic_in, critic_sizes, 1, activation, head_gain=1.0)
+        self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
+        self.register_buffer("action_low", torch.as_tensor(action_low, dtype=torch.float32))
+        self.register_buffer("action_high", torch.as_tensor(action_high, dtype=torch.float32))
+
+    @property
+    def recurrent(self) -> bool:
+        return self.memory is not None
+
+    def initial_state(self, batch: int) -> torch.Tensor | None:
+        """The actor's state at an episode's start, [batch, state_size] zeros (None if feed-forward)."""
+        if self.memory is None:
+            return None
+        return torch.zeros(batch, self.memory.state_size, device=self.log_std.device)
+
+    def continue_state(self, state: torch.Tensor | None, done: np.ndarray | torch.Tensor) -> torch.Tensor | None:
+        """The state for the next step of a vector env: the initial (zero) state for the sub-envs
+        whose episode ended (`done`), where the next one starts; None stays None."""
+        if state is None:
+            return None
+        ongoing = ~done if isinstance(done, torch.Tensor) else torch.from_numpy(~done)
+        return state * ongoing.to(state.device).unsqueeze(-1)
+
+    def normalize(self, obs: torch.Tensor) -> torch.Tensor:
+        """Raw stacked input [..., obs_dim] -> normalized, every frame with the same statistics."""
+        if not self.normalize_obs:
+            return obs
+        if self.history == 1:
+            return self.obs_normalizer(obs)
+        return self.obs_normalizer(obs.unflatten(-1, (self.history, self.frame_dim))).flatten(-2)
+
+    def current_frame(self, obs: torch.Tensor) -> torch.Tensor:
+        """The newest frame [..., frame_dim] of stacked inputs (what the normalizer's statistics track)."""
+        return obs if self.history == 1 else obs[..., -self.frame_dim :]
+
+    def actor_input(self, norm_obs: torch.Tensor) -> torch.Tensor:
+        return norm_obs if self.actor_index is None else norm_obs.index_select(-1, self.actor_index)
+
+    def critic_input(self, norm_obs: torch.Tensor) -> torch.Tensor:
+        return norm_obs if self.critic_index is None else norm_obs.index_select(-1, self.critic_index)
+
+    def value(self, norm_obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(self.critic_input(norm_obs)).squeeze(-1)
+
+    def action_mean(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One control step for raw observations [batch, obs_dim]: (the actor's mean action, unclipped;
+        the next state)."""
+        x = self.actor_input(self.normalize(obs))
+        if self.memory is not None:
+            x, state = self.memory(x, state)
+        return self.actor_mean(x), state
+
+    def sample_action(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One rollout step: (a sampled, unclipped action; the next state). The cheapest path (actor
+        only): log-probs and values of the whole rollout are computed afterwards in one batched
+        `evaluate_actions`, as the policy does not change during a rollout."""
+        mean, state = self.action_mean(obs, state)
+        return mean + self.log_std.exp() * torch.randn_like(mean), state
+
+    def deterministic_step(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The mean action clipped to the action bounds (what evaluation and deployment run) and the next state."""
+        mean, state = self.action_mean(obs, state)
+        return torch.maximum(torch.minimum(mean, self.action_high), self.action_low), state
+
+    def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """`deterministic_step` of a feed-forward policy (a recurrent one needs its state)."""
+        if self.memory is not None:
+            raise TypeError("a recurrent policy acts with its state: use deterministic_step(obs, state)")
+        return self.deterministic_step(obs)[0]
+
+    def evaluate_actions(
+        self, norm_obs: torch.Tensor, actions: torch.Tensor, memory: tuple[torch.Tensor, torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """For the PPO loss: (log-prob of `actions` summed over action dims, entropy, value), per sample.
+
+        Feed-forward: samples [batch, ...]. Recurrent: whole sequences [batch, L, ...], with
+        `memory` = (the actor's state at each sequence's first step [batch, state_size], episode
+        starts [batch, L]); the state is carried through each sequence and zeroed where an episode
+        starts (truncated backpropagation through time over the L steps).
+
+        The diagonal Gaussian written out (what torch.distributions.Normal computes, in fewer ops:
+        this runs once per minibatch). Its entropy does not depend on the observation."""
+        x = self.actor_input(norm_obs)
+        if self.memory is not None:
+            states, starts = memory
+            x = self.memory.sequence(x.transpose(0, 1), states, starts.transpose(0, 1)).transpose(0, 1)
+        mean = self.actor_mean(x)
+        z = (actions - mean) * torch.exp(-self.log_std)
+        log_prob = -0.5 * z.pow(2).sum(-1) - (self.log_std.sum() + 0.5 * LOG_2PI * self.log_std.numel())
+        entropy = (self.log_std.sum() + (0.5 + 0.5 * LOG_2PI) * self.log_std.numel()).expand(mean.shape[:-1])
+        return log_prob, entropy, self.value(norm_obs)
