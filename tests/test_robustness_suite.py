@@ -5,7 +5,7 @@ from PIL import Image
 
 from conftest import ROOT, load_benchmark_script
 
-SUITE_DIR = ROOT / "benchmarks" / "results" / "robust-1M"
+SUITE_DIR = ROOT / "tests" / "data" / "robust-1M"
 SUITES = ["nominal", "randomized", "randomized-privileged"]
 
 

@@ -178,7 +178,7 @@ def test_the_command_refuses_in_one_line_and_writes_nothing(tmp_path):
     assert not (tmp_path / "out.json").exists()
 
 
-WALKER = Path(__file__).resolve().parent.parent / "benchmarks/results/robots/arms/H-512x16-10M/export/policy.pt"
+WALKER = Path(__file__).resolve().parent / "data/go1-walker-arm-h-10M.pt"
 
 
 def test_a_walking_go1_export_is_driven_by_its_metadata_and_stops_walking_when_it_lies(tmp_path):
