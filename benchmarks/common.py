@@ -175,8 +175,8 @@ def ours_command(task: str, seed: int, run_dir: Path, overrides: Sequence[str] =
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     """A run's metrics rows, live or archived (plot.read_metrics: cut-short lines skipped)."""
-    from ppo_control.plot import metrics_file
-    from ppo_control.plot import read_metrics as read_rows
+    from ppo_control.analysis.curves import metrics_file
+    from ppo_control.analysis.curves import read_metrics as read_rows
 
     path = metrics_file(Path(run_dir))
     if path is None:

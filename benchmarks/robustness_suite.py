@@ -22,7 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import parse_args, rel  # noqa: E402
 
-from ppo_control.plot import save_figure  # noqa: E402
+from ppo_control.analysis.curves import save_figure  # noqa: E402
 from ppo_control.robustness import CSV_FILE, OUT_DIR  # noqa: E402
 from ppo_control.runs.layout import CHECKPOINT_DIR, LAST_CHECKPOINT  # noqa: E402
 

@@ -70,7 +70,7 @@ from common import (
     write_json,
 )
 
-from ppo_control.plot import metrics_file, read_metrics, save_figure  # noqa: E402
+from ppo_control.analysis.curves import metrics_file, read_metrics, save_figure  # noqa: E402
 from ppo_control.runs.layout import CONFIG_FILE  # noqa: E402
 
 USAGE = __doc__

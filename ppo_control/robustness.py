@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from ppo_control.analysis.curves import save_figure
 from ppo_control.config import ConfigError, RobustnessArgs, command_help, parse_command_args
 from ppo_control.config.errors import UserError, run_cli
-from ppo_control.plot import save_figure
 from ppo_control.runs.layout import checkpoint_to_load
 
 OUT_DIR = "robustness"  # inside the run directory

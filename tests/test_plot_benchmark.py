@@ -154,7 +154,7 @@ def test_running_the_benchmark_again_retrains_nothing(bench, capsys):
     assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in metrics} == before
     assert (out / "results.csv").read_text() == results
 
-    from ppo_control.benchmark import main
+    from ppo_control.analysis.suite import main
 
     code, _, err = cli_in_process(main, [*BENCH, "ppo.epochs=3", f"out={out}"], capsys)  # another experiment, same out
     assert_one_error_line(code, err, "holds a run with ppo.epochs=2, but this benchmark asks for ppo.epochs=3")
@@ -237,7 +237,7 @@ def test_a_stopped_suite_still_writes_the_table_of_the_runs_that_finished(bench,
     ],
 )
 def test_benchmark_bad_input_is_one_line(tmp_path, capsys, args, message):
-    from ppo_control.benchmark import main
+    from ppo_control.analysis.suite import main
 
     code, _, err = cli_in_process(main, [*args, f"out={tmp_path / 'b'}"], capsys)
     assert_one_error_line(code, err, message)
@@ -248,7 +248,7 @@ def test_a_second_benchmark_into_the_same_out_is_refused(tmp_path, capsys):
     """Two benchmarks writing one out= at once would each write a table of their own seeds only:
     the second is refused with one line while the first holds the directory, and nothing in it
     changes; once the first is gone the directory is free again."""
-    from ppo_control.benchmark import OUT_LOCK_FILE, main
+    from ppo_control.analysis.suite import OUT_LOCK_FILE, main
     from ppo_control.runs.locks import try_lock
 
     out = tmp_path / "b"
@@ -273,7 +273,7 @@ def test_plot_over_time_and_single_run_diagnostics(bench, tmp_path, capsys):
     assert_image(tmp_path / "time.png")
     assert not (tmp_path / "time_diagnostics.png").exists()  # only for a single run
 
-    from ppo_control.plot import main
+    from ppo_control.analysis.curves import main
 
     single = tmp_path / "single"
     shutil.copytree(out / "runs" / "Reacher" / "s1", single)
@@ -296,7 +296,7 @@ def test_plot_over_time_and_single_run_diagnostics(bench, tmp_path, capsys):
 )
 @pytest.mark.slow
 def test_plot_bad_input_is_one_line(bench, tmp_path, capsys, args, message):
-    from ppo_control.plot import main
+    from ppo_control.analysis.curves import main
 
     (tmp_path / "empty").mkdir()
     paths = {"runs": bench[0] / "runs", "empty": tmp_path / "empty", "tmp": tmp_path}
@@ -305,7 +305,7 @@ def test_plot_bad_input_is_one_line(bench, tmp_path, capsys, args, message):
 
 
 def test_elapsed_seconds_counts_evaluations_but_not_a_pause_before_a_resume():
-    from ppo_control.plot import MAX_PAUSE_S, elapsed_seconds
+    from ppo_control.analysis.curves import MAX_PAUSE_S, elapsed_seconds
 
     rows = [
         {"step": 100, "steps_this_update": 100, "sps": 50.0, "time": 1000.0},  # 2 s update: started at 998
@@ -316,7 +316,7 @@ def test_elapsed_seconds_counts_evaluations_but_not_a_pause_before_a_resume():
 
 
 def test_seeds_on_different_grids_are_interpolated_and_cut_to_the_shortest():
-    from ppo_control.plot import mean_std_over_seeds
+    from ppo_control.analysis.curves import mean_std_over_seeds
 
     grid, mean, std = mean_std_over_seeds(
         [
@@ -339,7 +339,7 @@ def test_seeds_on_different_grids_are_interpolated_and_cut_to_the_shortest():
     ],
 )
 def test_concurrent_trainings_get_disjoint_shares_of_the_cores(cores, jobs, shares):
-    from ppo_control.benchmark import core_shares
+    from ppo_control.analysis.suite import core_shares
 
     assert core_shares(cores, jobs) == shares
 
@@ -374,7 +374,7 @@ def test_learning_curves_show_every_seed_the_mean_and_the_labelled_references():
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.colors import to_rgba
 
-    from ppo_control.plot import (
+    from ppo_control.analysis.curves import (
         GID_MEAN,
         GID_REFERENCE,
         GID_REFERENCE_LABEL,
@@ -430,7 +430,7 @@ def test_a_one_task_figure_keeps_its_title_and_key_inside_and_is_written_as_a_pa
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from PIL import Image
 
-    from ppo_control.plot import Reference, Run, learning_curves_figure, plot_learning_curves
+    from ppo_control.analysis.curves import Reference, Run, learning_curves_figure, plot_learning_curves
 
     runs = [Run(ROOT, made_up_config("Hopper", seed), made_up_rows([10, 20, 30 + seed])) for seed in range(2)]
     references = {"Hopper": [Reference("CleanRL", 2382.86)]}
@@ -450,8 +450,15 @@ def test_a_one_task_figure_keeps_its_title_and_key_inside_and_is_written_as_a_pa
 
 
 def test_the_shipped_references_name_known_tasks_and_are_drawn_by_default(tmp_path):
+    from ppo_control.analysis.curves import (
+        GID_REFERENCE_LABEL,
+        REFERENCES_FILE,
+        Run,
+        learning_curves_figure,
+        load_references,
+        reference_sources,
+    )
     from ppo_control.config import available_tasks
-    from ppo_control.plot import GID_REFERENCE_LABEL, REFERENCES_FILE, Run, learning_curves_figure, load_references, reference_sources
 
     references = load_references()
     assert REFERENCES_FILE.is_file() and set(references) <= set(available_tasks())
@@ -478,8 +485,8 @@ def test_the_shipped_references_name_known_tasks_and_are_drawn_by_default(tmp_pa
     ],
 )
 def test_bad_references_file_is_one_clear_error(tmp_path, text, message):
+    from ppo_control.analysis.curves import load_references
     from ppo_control.config.errors import UserError
-    from ppo_control.plot import load_references
 
     path = tmp_path / "references.yaml"
     path.write_text(text)
@@ -493,8 +500,8 @@ def test_results_tables_give_worst_median_and_mean_of_the_final_policies(tmp_pat
     evaluation earlier and a checkpoints/best.pt; MyHopper (none) with 2 of 3 seeds finished."""
     from omegaconf import OmegaConf
 
-    from ppo_control.benchmark import Job, write_results
-    from ppo_control.plot import load_references
+    from ppo_control.analysis.curves import load_references
+    from ppo_control.analysis.suite import Job, write_results
     from ppo_control.training.metrics import format_duration
 
     finals = {"Hopper": [3295.1, 886.2, 3488.7], "MyHopper": [10.0, 30.0]}
@@ -549,9 +556,9 @@ def test_an_archived_run_with_gzipped_metrics_reads_like_the_live_one(tmp_path):
 
     from omegaconf import OmegaConf
 
-    from ppo_control.benchmark import Job
+    from ppo_control.analysis.curves import find_run_dirs, load_run
+    from ppo_control.analysis.suite import Job
     from ppo_control.config.errors import UserError
-    from ppo_control.plot import find_run_dirs, load_run
 
     runs = {}
     for name in ("live", "archived"):
@@ -580,10 +587,10 @@ def test_a_key_added_after_a_run_was_made_reads_as_its_default(tmp_path):
     another value refuses it instead of skipping it as done."""
     from omegaconf import OmegaConf
 
-    from ppo_control.benchmark import plan_job
+    from ppo_control.analysis.curves import algorithm_config, group_runs, load_run
+    from ppo_control.analysis.suite import plan_job
     from ppo_control.config import default_config
     from ppo_control.config.errors import UserError
-    from ppo_control.plot import algorithm_config, group_runs, load_run
 
     defaults = OmegaConf.to_container(default_config(), resolve=True)
     configs = {
