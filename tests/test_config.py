@@ -9,7 +9,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import ROOT, run_module
-from ppo_control.config import ConfigError, _preset_file, all_keys, available_tasks, compose, saved_run_config
+from ppo_control.config import ConfigError, all_keys, available_tasks, compose, saved_run_config
+from ppo_control.config.composition import _preset_file
 
 DESIGN_KEYS = """task seed total_steps device run_dir
 env.backend env.n_envs env.vectorization env.id env.kwargs env.max_episode_steps
@@ -186,3 +187,25 @@ def test_a_run_saved_before_the_package_moved_reads_its_env_entry_point_at_the_n
     assert cfg.env.id == "ppo_control.envs.partial_observation:positions_only"
     module, _, name = cfg.env.id.partition(":")
     assert callable(getattr(importlib.import_module(module), name))
+
+
+def test_each_list_of_choices_is_written_once_and_every_implementation_covers_it():
+    """config/schema.py holds the lists; the modules that implement a choice cover exactly its names."""
+    from dataclasses import fields
+
+    from torch import nn
+
+    from ppo_control.config import ACTIVATIONS, BACKENDS, RNN_TYPES
+    from ppo_control.config.arguments import EvaluateRandomizeArgs
+    from ppo_control.config.schema import CHOICES, RandomizeConfig
+    from ppo_control.envs import registry
+    from ppo_control.envs.randomization import Randomization
+    from ppo_control.rl.policy import MEMORIES
+
+    assert CHOICES["env.backend"] == BACKENDS and CHOICES["policy.activation"] == tuple(ACTIVATIONS)
+    assert tuple(registry.BACKENDS) == BACKENDS
+    assert all(issubclass(getattr(nn, module), nn.Module) for module in ACTIVATIONS.values())
+    assert ("none", *MEMORIES) == RNN_TYPES
+    keys = [f.name for f in fields(RandomizeConfig)]
+    assert [f.name for f in fields(EvaluateRandomizeArgs)] == keys
+    assert [f.name for f in fields(Randomization)] == keys

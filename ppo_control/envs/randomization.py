@@ -24,10 +24,10 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
+from ppo_control.config import RANDOMIZE_PHYSICS_KEYS as PHYSICS_KEYS
 from ppo_control.config.errors import UserError
 
 RANDOMIZATION_STREAM = 0x5EED_D0  # seeds the randomization generator apart from the env's own
-PHYSICS_KEYS = ("body_mass", "friction", "joint_damping", "actuator_gain")
 BASE_BODY = 1  # the robot's base: the first body after the world (the root of its kinematic tree)
 
 

@@ -13,11 +13,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from ppo_control.config import ACTIVATIONS
 from ppo_control.rl.history import stacked_index
 from ppo_control.rl.normalization import RunningMeanStd
 
 LOG_2PI = math.log(2 * math.pi)
-ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU, "silu": nn.SiLU}
 
 
 def mlp(in_dim: int, hidden_sizes: list[int], out_dim: int, activation: str, head_gain: float) -> nn.Sequential:
@@ -25,7 +25,7 @@ def mlp(in_dim: int, hidden_sizes: list[int], out_dim: int, activation: str, hea
     layers: list[nn.Module] = []
     sizes = [in_dim, *hidden_sizes]
     for a, b in zip(sizes[:-1], sizes[1:]):
-        layers += [_orthogonal(nn.Linear(a, b), math.sqrt(2)), ACTIVATIONS[activation]()]
+        layers += [_orthogonal(nn.Linear(a, b), math.sqrt(2)), getattr(nn, ACTIVATIONS[activation])()]
     layers.append(_orthogonal(nn.Linear(sizes[-1], out_dim), head_gain))
     return nn.Sequential(*layers)
 
