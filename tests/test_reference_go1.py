@@ -358,3 +358,24 @@ def test_go1_trains_on_its_reference_and_resumes_exactly(tmp_path, randomize):
     whole, halves = rows(tmp_path / "whole"), rows(tmp_path / "halves")
     assert len(whole) == len(halves) == 2
     assert whole == halves
+
+
+def test_the_observation_after_a_command_resample_carries_the_new_command():
+    """Where envpool's port (and so this reference) departs from Playground's joystick.py: Playground
+    builds the observation before it resamples the command, so for one step the policy sees the old
+    command while the next reward tracks the new one; envpool writes the observation after the
+    resample. A one-step lag every few seconds (benchmarks/results/robots/go1-forward-diagnosis)."""
+    env = make_reference_vec_env(FLAT, 1, {"noise_level": 0.0})
+    try:
+        env.reset(3)
+        task, old = env.task, np.array([0.9, 0.0, 0.0])
+        resampled = []
+        for _ in range(8):  # a resample keeps each axis with probability 1/2: some of these change it
+            task.place(0, task.init_qpos.copy(), np.zeros(task.physics.model(0).nv), old, 1, np.random.default_rng(0))
+            result = env.step(np.zeros((1, 12)))
+            command = result.obs[0, STATE - 3 : STATE]
+            assert np.allclose(command, task.command[0])  # the observation holds the command the next reward tracks
+            resampled.append(not np.allclose(command, old))
+        assert any(resampled)
+    finally:
+        env.close()
