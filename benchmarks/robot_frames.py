@@ -26,7 +26,7 @@ def main(argv: list[str]) -> None:
     import numpy as np
 
     from ppo_control.api import load_policy
-    from ppo_control.envs.envpool_backend import tracking_indices
+    from ppo_control.envs.joystick import tracking_indices
     from ppo_control.envs.mujoco import make_reference_vec_env
     from ppo_control.rendering.video import HostScene, command_and_measured, draw_overlay, open_frames, velocity_rows
 

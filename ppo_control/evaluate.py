@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ppo_control.config import ConfigError, EvaluateArgs, command_help, evaluation_randomize_section, parse_command_args
 from ppo_control.config.errors import UserError, run_cli
-from ppo_control.envs.envpool_backend import RESPONSE_MIN_COMMAND
+from ppo_control.envs.joystick import RESPONSE_MIN_COMMAND
 from ppo_control.runs.layout import checkpoint_to_load
 
 EVAL_FILE = "eval.json"
@@ -29,7 +29,7 @@ def evaluate_run(args: DictConfig) -> dict[str, Any]:
     checkpoint = checkpoint_to_load(args.run, args.checkpoint)
     import torch  # heavy imports after the arguments and paths check out
 
-    from ppo_control.envs import capabilities
+    from ppo_control.envs import backend_of
     from ppo_control.envs.observations import needs_privileged
     from ppo_control.envs.randomization import Randomization
     from ppo_control.rendering.video import check_can_record, record_run_videos
@@ -45,7 +45,7 @@ def evaluate_run(args: DictConfig) -> dict[str, Any]:
     section = evaluation_randomize_section(cfg, use_run, args.randomize)
     randomization = Randomization.from_config(section)
     # An MJX task simulates on the GPU when there is one (its CPU simulation is slow); others on the host.
-    device = resolve_device("auto") if capabilities(cfg.env.backend).device_resident else torch.device("cpu")
+    device = resolve_device("auto") if backend_of(cfg.env).capabilities.device_resident else torch.device("cpu")
     if args.video:
         check_can_record(cfg.env)  # before the episodes are played
     envs = make_eval_envs(cfg.env, args.episodes, randomization, needs_privileged(cfg.policy), str(device))

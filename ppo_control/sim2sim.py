@@ -168,7 +168,7 @@ def run_episodes(loop: ControllerLoop, policy, seed: int, record: int | None = N
     """The first episode of every sub-env under the exported policy; returns (Evaluation, the
     recorded sub-env's PhysicsEpisode or None)."""
     from ppo_control.envs.base import diagnostic_means
-    from ppo_control.envs.envpool_backend import tracking_indices
+    from ppo_control.envs.joystick import tracking_indices
     from ppo_control.rendering.video import PhysicsEpisode, command_and_measured
     from ppo_control.rl.evaluation import Evaluation
 

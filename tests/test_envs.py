@@ -233,3 +233,85 @@ def test_envpool_observation_cut_follows_the_other_kwargs():
     assert 0.6 < obs[0, 2] < 0.9  # the torso's height (0.75 +- the reset noise), after x and y
     pool.close()
     reference.close()
+
+
+# --- the registry: backends are objects asked for what they can do ----------------------------------
+
+
+@pytest.mark.parametrize(
+    "env_id, backend, reference",
+    [
+        ("HalfCheetah-v5", "envpool", "gymnasium"),  # envpool's port of a Gymnasium task: evaluated on Gymnasium
+        ("HalfCheetah-v5", "gymnasium", "gymnasium"),
+        ("halfcheetah", "mjx", "mjx"),  # Brax's envs are their own reference
+        ("Go1JoystickFlatTerrain-v1", "envpool", "mujoco"),  # a robot with a MuJoCo reference: it renders
+        ("Go1JoystickFlatTerrain", "mujoco", "mujoco"),
+        ("Go1Getup-v1", "envpool", "envpool"),  # a robot without one stays on envpool
+    ],
+)
+def test_a_tasks_reference_is_the_backend_that_steps_it_and_renders_it(env_id, backend, reference):
+    from ppo_control.envs import reference_backend, reference_of
+
+    cfg = env_cfg(id=env_id, backend=backend)
+    assert reference_backend(cfg) == reference_of(cfg).name == reference
+
+
+def test_every_backend_has_the_members_its_capabilities_promise():
+    from ppo_control.envs import BACKENDS, DeviceVecEnv, PhysicsReplayVecEnv, VecEnv
+
+    def members(protocol) -> set[str]:
+        return {name for name in vars(protocol) if not name.startswith("_")} - set(vars(VecEnv))
+
+    assert members(DeviceVecEnv) == {"reset_device", "step_device"}
+    assert members(PhysicsReplayVecEnv) == {"mj_model", "control_period_s", "physics_states", "stepped_states"}
+    promised = {"device_resident": members(DeviceVecEnv), "replays_physics": members(PhysicsReplayVecEnv)}
+    seen = set()
+    for name, backend in BACKENDS.items():
+        assert backend.name == name and backend.capabilities is backend.vec_env_class.capabilities
+        for capability, needed in promised.items():
+            if getattr(backend.capabilities, capability):
+                seen.add(capability)
+                missing = {member for member in needed if not hasattr(backend.vec_env_class, member)}
+                assert not missing, f"{name} says {capability} but its {backend.vec_env_class.__name__} lacks {missing}"
+    assert seen == set(promised)  # each capability is some backend's (mjx: both; the MuJoCo references: replays)
+
+
+def test_an_unknown_backend_is_one_line_naming_the_valid_ones():
+    from ppo_control.envs import backend_named
+
+    with pytest.raises(UserError, match=r"env.backend=bullet: unknown backend; valid backends: gymnasium, envpool, mjx, mujoco$"):
+        backend_named("bullet")
+
+
+@pytest.mark.parametrize(
+    "env_id, backend, message",
+    [
+        ("Go1JoystickFlatTerrain-v1", "gymnasium", "runs on envpool or its MuJoCo reference; use env.backend=envpool or mujoco$"),
+        ("Go1Getup-v1", "mjx", "runs on envpool or its MuJoCo reference; use env.backend=envpool$"),
+        ("Go1Getup-v1", "mujoco", "env.backend=mujoco: task Go1Getup-v1 has no MuJoCo reference; tasks with one: Go1JoystickFlatTerrain"),
+    ],
+)
+def test_a_robot_task_on_a_backend_that_does_not_step_it_is_refused_in_one_line(env_id, backend, message):
+    from ppo_control.envs.registry import check_robot_request
+
+    with pytest.raises(UserError, match=message):
+        check_robot_request(env_id, backend, {})
+
+
+def test_what_a_robot_run_may_ask_follows_the_backends_capabilities():
+    from ppo_control.envs.randomization import Randomization
+    from ppo_control.envs.registry import check_robot_request
+
+    heavier = Randomization(body_mass=(1.2, 1.2))
+    check_robot_request("Go1JoystickFlatTerrain-v1", "mujoco", {}, heavier, rendering=True)  # the reference randomizes and renders
+    with pytest.raises(UserError, match=r"randomize.body_mass: envpool cannot change .*\(env.backend=mujoco\) or remove"):
+        check_robot_request("Go1JoystickFlatTerrain-v1", "envpool", {}, heavier)
+    with pytest.raises(UserError, match="whose robot tasks cannot render"):
+        check_robot_request("Go1JoystickFlatTerrain-v1", "envpool", {}, rendering=True)
+
+
+def test_whether_a_task_is_a_robot_is_asked_of_the_task():
+    from ppo_control.robots.playground import is_robot_task
+
+    assert is_robot_task("Go1JoystickFlatTerrain-v1") and is_robot_task("Go1Getup") and is_robot_task("MuJoCoPlayground/PandaPickCube-v1")
+    assert not is_robot_task("HalfCheetah-v5") and not is_robot_task("halfcheetah") and not is_robot_task("Go1JoystickFlatTerrain-v5")

@@ -98,3 +98,58 @@ def test_the_checks_see_an_upward_import_and_a_circle():
     assert {layer_of(target) for target in imported_modules(tree, modules)} == {LAYERS.index("training"), LAYERS.index("")}
     assert layer_of("envs.registry") == LAYERS.index("envs")
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# Backends are objects the registry holds (envs/registry.py): outside envs/ a module asks them
+# (`backend_of(env_cfg).capabilities`, `reference_of(env_cfg)`) rather than comparing their names or
+# importing a backend's module. config/ validates env.backend itself and is being split: its
+# comparisons are still allowed here.
+NAME_COMPARISONS_ALLOWED_IN = ("envs", "config")
+
+
+def backend_name_comparisons(tree: ast.AST, names: set[str]) -> list[int]:
+    """Lines where a comparison has a backend's name (or a tuple, list or set of them) on either side."""
+
+    def names_a_backend(node: ast.AST) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value in names
+        return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(names_a_backend(e) for e in node.elts)
+
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Compare) and any(names_a_backend(side) for side in (node.left, *node.comparators))
+    ]
+
+
+def backend_names() -> set[str]:
+    from ppo_control.envs.registry import BACKENDS
+
+    return set(BACKENDS)
+
+
+def test_outside_envs_no_module_compares_a_backends_name():
+    names = backend_names()
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in PACKAGE.rglob("*.py")
+        if path.relative_to(PACKAGE).parts[0] not in NAME_COMPARISONS_ALLOWED_IN
+        for line in backend_name_comparisons(ast.parse(path.read_text()), names)
+    ]
+    assert not found, found
+
+
+def test_outside_envs_no_module_imports_a_backends_module():
+    graph = import_graph()
+    backends = {module for module in graph if module.startswith("envs.") and module.endswith("_backend")}
+    assert {"envs.gymnasium_backend", "envs.envpool_backend", "envs.mjx_backend"} <= backends
+    found = [
+        f"{module} imports {target}" for module, targets in graph.items() if module.split(".")[0] != "envs" for target in targets & backends
+    ]
+    assert not found, found
+
+
+def test_the_check_sees_a_backend_name_compared():
+    names = {"mjx", "envpool"}
+    tree = ast.parse('a = cfg.env.backend == "mjx"\nb = x in ("envpool", "other")\nc = "mjx" != y\nd = platform in ("egl", "osmesa")\n')
+    assert backend_name_comparisons(tree, names) == [1, 2, 3]

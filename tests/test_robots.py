@@ -93,7 +93,7 @@ def test_tracking_error_is_command_against_the_clean_measured_velocity():
 
 def test_command_response_is_the_speed_reached_over_the_speed_commanded_per_direction():
     from ppo_control.envs.base import diagnostic_means
-    from ppo_control.envs.envpool_backend import TrackingIndices, command_response
+    from ppo_control.envs.joystick import TrackingIndices, command_response
 
     where = TrackingIndices(command_lin=[0, 1], measured_lin=[3, 4], command_ang=2, measured_ang=5)
     # columns: command vx, vy, wz, measured vx, vy, wz; one row per step

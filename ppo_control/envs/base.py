@@ -1,5 +1,7 @@
 """What every backend shares: the vector-env protocol, its typed step result, what a backend can
-do (`Capabilities`), and the episode bookkeeping. numpy only: no backend library is imported here.
+do (`Capabilities`) with the protocols of the capabilities that add members (`DeviceVecEnv`,
+`PhysicsReplayVecEnv`), the interface of a backend as the registry holds it (`Backend`), and the
+episode bookkeeping. numpy only: no backend library is imported here.
 
 Time limits are kept apart from terminations end to end: a step that ends an episode returns the
 first observation of the next episode *and* the real final observation (`final_obs`), which is
@@ -10,11 +12,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ppo_control.envs.observations import POLICY, Groups
+
+if TYPE_CHECKING:  # annotations only: torch is the device backends' own import
+    import torch
 
 # The most sub-envs an evaluation runs at once (its episodes beyond that run in turn).
 MAX_EVAL_ENVS = 16
@@ -24,12 +29,13 @@ MAX_EVAL_ENVS = 16
 class Capabilities:
     """What a backend can do; the rest of the package asks these instead of comparing names.
 
-    `device_resident`: its step returns torch tensors on the training device (it needs the device
-    collector). `saves_state`: its sub-envs' episodes can be saved and restored (exact resume).
-    `randomizes_model`: it can change the MuJoCo model per sub-env (randomize.* physics keys).
-    `privileged_from_model`: it can append the `privileged` group read from MuJoCo's state.
-    `renders`: it can draw frames for videos. `replays_physics`: its videos are drawn afterwards from
-    the physics states of its episodes (`physics_states`, `stepped_states`, `mj_model`), not live.
+    `device_resident`: it also steps on the training device, in torch tensors (`DeviceVecEnv`'s
+    `reset_device`/`step_device`; it needs the device collector). `saves_state`: its sub-envs'
+    episodes can be saved and restored (exact resume). `randomizes_model`: it can change the MuJoCo
+    model per sub-env (randomize.* physics keys). `privileged_from_model`: it can append the
+    `privileged` group read from MuJoCo's state. `renders`: it can draw frames for videos.
+    `replays_physics`: its videos are drawn afterwards from the physics states of its episodes
+    (`PhysicsReplayVecEnv`'s `physics_states`, `stepped_states`, `mj_model`), not live.
     """
 
     device_resident: bool = False
@@ -85,6 +91,121 @@ class VecEnv(Protocol):
     def set_state(self, state: dict[str, Any]) -> None: ...
 
     def close(self) -> None: ...
+
+
+@dataclass
+class DeviceStep:
+    """One vector step on the training device (torch tensors, no host copies). For sub-envs whose
+    episode ended at this step, `obs` is the next episode's first observation, `final_obs` the real
+    last one, and `episode_return`/`episode_length` the finished episode's raw return and length
+    (elsewhere those two are the running values and mean nothing)."""
+
+    obs: torch.Tensor
+    reward: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    final_obs: torch.Tensor
+    episode_return: torch.Tensor
+    episode_length: torch.Tensor
+
+
+class DeviceVecEnv(VecEnv, Protocol):
+    """A VecEnv whose capabilities say `device_resident`: besides the numpy face it steps on the
+    training device, observations and actions staying torch tensors there (the device collector)."""
+
+    def reset_device(self, seed: int) -> torch.Tensor: ...
+
+    def step_device(self, actions: torch.Tensor) -> DeviceStep: ...
+
+
+class PhysicsReplayVecEnv(VecEnv, Protocol):
+    """A VecEnv whose capabilities say `replays_physics`: its episodes are drawn afterwards, on the
+    host, from each step's physics state (videos, sim2sim's recorded episode)."""
+
+    @property
+    def mj_model(self) -> Any:
+        """The host MuJoCo model (mujoco.MjModel) the states belong to."""
+        ...
+
+    @property
+    def control_period_s(self) -> float:
+        """Seconds per policy step."""
+        ...
+
+    def physics_states(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every sub-env's current (qpos, qvel), shapes (num_envs, nq) and (num_envs, nv)."""
+        ...
+
+    def stepped_states(self) -> tuple[np.ndarray, np.ndarray]:
+        """`physics_states` as the last step left them, before any reset."""
+        ...
+
+
+@dataclass(frozen=True)
+class VecEnvRequest:
+    """What a vector env is built for: the run config's `env` section, the sub-env count, the
+    task's options (env.kwargs as a dict), and what the caller adds (a render mode, the
+    randomization, the privileged group, the device a device-resident backend simulates on)."""
+
+    env_cfg: Any
+    num_envs: int
+    kwargs: dict[str, Any]
+    render_mode: str | None = None
+    randomization: Any = None  # a randomization.Randomization, or None: the nominal robot
+    privileged: bool = False
+    device: str | None = None
+
+    @property
+    def env_id(self) -> str:
+        return str(self.env_cfg.id)
+
+    def threads(self) -> int:
+        """The worker threads of a thread-pool backend: env.num_threads, or this process's cores."""
+        return min(self.env_cfg.num_threads or usable_cores(), self.num_envs)
+
+
+class Backend:
+    """A simulation backend as the registry holds it (one instance per `env.backend` choice): what
+    it can do, which tasks it steps, how it builds its vector env and describes a task. The
+    registry and the rest of the package ask these instead of comparing names."""
+
+    name: str = ""
+    # Its tasks exist on no other backend with the same observations, so they are their own
+    # reference (evaluation and videos run here too); otherwise a task's reference is Gymnasium's.
+    own_reference: bool = False
+
+    def __repr__(self) -> str:
+        return f"<{self.name} backend>"
+
+    @property
+    def vec_env_class(self) -> type:
+        """The VecEnv class it builds (imported here only when asked where its engine is heavy)."""
+        raise NotImplementedError
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.vec_env_class.capabilities
+
+    def runs_robot(self, env_id: str) -> bool:
+        """Whether it steps the Playground robot task `env_id`."""
+        return False
+
+    def robot_refusal(self, env_id: str) -> str | None:
+        """Its own one-line reason not to step the robot task `env_id`, where it steps others
+        (None: the registry's general one)."""
+        return None
+
+    def make(self, request: VecEnvRequest) -> VecEnv:
+        """The vector env `request` asks for (a robot task's request is already checked)."""
+        raise NotImplementedError
+
+    def describe(self, env_id: str, kwargs: dict[str, Any], max_episode_steps: int | None) -> dict[str, Any]:
+        """A task's controller facts (the fields of registry.TaskDescription), where this backend
+        is the task's reference."""
+        raise NotImplementedError
+
+    def check_memory(self, env_id: str, n_train: int, n_eval: int) -> None:
+        """One line, before anything is built, where the robot task's envs would not fit in memory."""
 
 
 # A diagnostic reported as two parts, `<name>/achieved` and `<name>/commanded`, is a ratio of sums:

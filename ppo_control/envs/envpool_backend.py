@@ -15,7 +15,6 @@ within the same step. envpool cannot save a sub-env's state, change its model or
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import re
 import warnings
@@ -26,11 +25,10 @@ import numpy as np
 
 from ppo_control.config.errors import UserError
 from ppo_control.envs.base import Capabilities, EnvInfo, EpisodeTracker, StepResult, as_arrays
-from ppo_control.envs.observations import POLICY, PRIVILEGED
+from ppo_control.envs.joystick import tracking_errors, tracking_indices
+from ppo_control.envs.observations import GROUP_OF_KEY, POLICY
 from ppo_control.robots import physics_assets, playground
 
-# envpool's Dict observation keys -> this package's group names.
-GROUP_OF_KEY = {"state": POLICY, "privileged_state": PRIVILEGED}
 # Options of an envpool spec that this package sets itself (or that would break its semantics):
 # not for env.kwargs.
 MANAGED_OPTIONS = frozenset(
@@ -58,11 +56,6 @@ def import_envpool():
     except ImportError:
         raise UserError(f"the envpool backend needs envpool, which is not installed; install it with: {INSTALL_HINT}") from None
     return envpool
-
-
-def is_robot_task(env_id: str) -> bool:
-    """A MuJoCo Playground task: it exists only on this backend."""
-    return playground.robot_task(env_id) is not None
 
 
 def accepted_options(env_id: str) -> list[str]:
@@ -170,7 +163,7 @@ class EnvpoolVecEnv:
     def __init__(self, env_id: str, num_envs: int, num_threads: int, kwargs: dict[str, Any], max_episode_steps: int | None):
         envpool = import_envpool()
         kwargs, self._keep = observation_cut(env_id, kwargs)
-        if is_robot_task(env_id):
+        if playground.is_robot_task(env_id):
             kwargs = {**kwargs, "base_path": physics_base_path(env_id)}
         self._make = lambda seed: envpool.make_gymnasium(
             env_id,
@@ -263,84 +256,6 @@ class EnvpoolVecEnv:
             return np.concatenate([np.asarray(obs[key], dtype=np.float32).reshape(n, -1) for key in self._keys], axis=1)
         batch = np.asarray(obs, dtype=np.float32).reshape(n, -1)
         return batch if self._keep is None else batch[:, self._keep]
-
-
-@dataclasses.dataclass(frozen=True)
-class TrackingIndices:
-    """Where a joystick task's command and the clean measurements of what it commands sit in the
-    observation vector: linear (x, y) and yaw rate."""
-
-    command_lin: list[int]
-    measured_lin: list[int]
-    command_ang: int
-    measured_ang: int
-
-    def commanded(self, obs: np.ndarray) -> np.ndarray:
-        """The command of every row of `obs`: vx, vy, wz, [n, 3]."""
-        return obs[:, [*self.command_lin, self.command_ang]]
-
-    def measured(self, obs: np.ndarray) -> np.ndarray:
-        """The measured velocity it commands: vx, vy, wz, [n, 3]."""
-        return obs[:, [*self.measured_lin, self.measured_ang]]
-
-
-def tracking_indices(env_id: str, groups) -> TrackingIndices | None:
-    """The tracking layout of a joystick task from its element names; None for other tasks."""
-    task = playground.robot_task(env_id)
-    if task is None or not task.tracking:
-        return None
-    key_of = {group: key for key, group in GROUP_OF_KEY.items()}
-    position, start = {}, 0  # group -> element name -> index in the observation vector
-    for group, size in groups:
-        position[group] = {element: start + i for i, element in enumerate(task.groups[key_of[group]])}
-        start += size
-    if PRIVILEGED not in position:
-        return None
-    lin = [command for command in task.tracking if command != "command:wz"]
-    return TrackingIndices(
-        command_lin=[position[POLICY][command] for command in lin],
-        measured_lin=[position[PRIVILEGED][task.tracking[command]] for command in lin],
-        command_ang=position[POLICY]["command:wz"],
-        measured_ang=position[PRIVILEGED][task.tracking["command:wz"]],
-    )
-
-
-def tracking_errors(obs: np.ndarray, where: TrackingIndices) -> dict[str, np.ndarray]:
-    """Commanded against measured base velocity, per sub-env: the norm of the planar linear
-    velocity error (m/s) and the absolute yaw-rate error (rad/s)."""
-    lin = np.linalg.norm(obs[:, where.command_lin] - obs[:, where.measured_lin], axis=1)
-    ang = np.abs(obs[:, where.command_ang] - obs[:, where.measured_ang])
-    out = {"tracking_error_lin": lin.astype(np.float64), "tracking_error_ang": ang.astype(np.float64)}
-    out.update(command_response(obs, where))
-    return out
-
-
-# The directions of a joystick command, as (name, which component, sign): a mean tracking error
-# can hide a direction the robot never moves in (it stands still when told to go forward).
-RESPONSE_DIRECTIONS = (
-    ("forward", 0, 1.0),
-    ("backward", 0, -1.0),
-    ("left", 1, 1.0),
-    ("right", 1, -1.0),
-    ("turn_left", 2, 1.0),
-    ("turn_right", 2, -1.0),
-)
-RESPONSE_MIN_COMMAND = 0.3  # m/s or rad/s: smaller commands are within what a standing robot drifts
-
-
-def command_response(obs: np.ndarray, where: TrackingIndices) -> dict[str, np.ndarray]:
-    """Per direction, the parts of `response/<direction>`: the speed measured along it over the speed
-    commanded, on the steps that command at least RESPONSE_MIN_COMMAND that way (1: follows, 0:
-    stands still, negative: goes the other way)."""
-    command = where.commanded(obs).astype(np.float64)
-    measured = where.measured(obs).astype(np.float64)
-    out = {}
-    for name, k, sign in RESPONSE_DIRECTIONS:
-        asked = sign * command[:, k]
-        mask = asked >= RESPONSE_MIN_COMMAND
-        out[f"response/{name}/achieved"] = np.where(mask, sign * measured[:, k], 0.0)
-        out[f"response/{name}/commanded"] = np.where(mask, asked, 0.0)
-    return out
 
 
 _INCLUDE_OPTION = re.compile(r"include_(\w+)_in_observation")

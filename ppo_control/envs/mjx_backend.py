@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ppo_control.config.errors import UserError
-from ppo_control.envs.base import Capabilities, EnvInfo, StepResult
+from ppo_control.envs.base import Capabilities, DeviceStep, EnvInfo, StepResult
 
 # JAX would otherwise take most of the GPU's memory at start-up, leaving torch none.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -355,22 +355,6 @@ def to_torch(array) -> torch.Tensor:
     """A JAX array as a torch tensor on the same device, sharing its memory (read-only by contract:
     JAX arrays are immutable, so nothing writes into it)."""
     return torch.from_dlpack(array)
-
-
-@dataclass
-class DeviceStep:
-    """One vector step on the training device (torch tensors, no host copies). For sub-envs whose
-    episode ended at this step, `obs` is the next episode's first observation, `final_obs` the real
-    last one, and `episode_return`/`episode_length` the finished episode's raw return and length
-    (elsewhere those two are the running values and mean nothing)."""
-
-    obs: torch.Tensor
-    reward: torch.Tensor
-    terminated: torch.Tensor
-    truncated: torch.Tensor
-    final_obs: torch.Tensor
-    episode_return: torch.Tensor
-    episode_length: torch.Tensor
 
 
 class MjxVecEnv:

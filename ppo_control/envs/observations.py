@@ -20,6 +20,9 @@ from ppo_control.envs.randomization import PHYSICS_KEYS, DomainRandomization
 
 POLICY, PRIVILEGED = "policy", "privileged"
 Groups = tuple[tuple[str, int], ...]  # (name, size) in layout order
+# A Playground robot task's observation keys (envpool's Dict observation, a RobotTask's `groups`)
+# -> this package's group names.
+GROUP_OF_KEY = {"state": POLICY, "privileged_state": PRIVILEGED}
 
 
 def find_wrapper(env: gym.Env, kind: type) -> gym.Env | None:

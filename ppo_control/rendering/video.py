@@ -33,8 +33,8 @@ from omegaconf import OmegaConf
 from PIL import Image, ImageDraw, ImageFont
 
 from ppo_control.config.errors import UserError
-from ppo_control.envs import capabilities, make_env_factory, make_vec_env, reference_backend
-from ppo_control.envs.envpool_backend import TrackingIndices, tracking_indices
+from ppo_control.envs import PhysicsReplayVecEnv, make_env_factory, make_vec_env, reference_of
+from ppo_control.envs.joystick import TrackingIndices, tracking_indices
 from ppo_control.envs.observations import needs_privileged
 from ppo_control.envs.randomization import Randomization
 from ppo_control.envs.registry import RENDER_REFUSAL
@@ -142,12 +142,12 @@ def move_world_lights(scene: mujoco.MjvScene, model: mujoco.MjModel, shift: np.n
 
 
 # --- frames -------------------------------------------------------------------------------------
-def _gl_context(backend: str, width: int, height: int):
-    if backend not in GL_MODULES:
-        raise ValueError(f"unknown OpenGL platform '{backend}'")
-    if backend in GL_BACKENDS:
-        os.environ["PYOPENGL_PLATFORM"] = backend  # PyOpenGL must use the same platform
-    return importlib.import_module(f"mujoco.{backend}").GLContext(width, height)
+def _gl_context(platform: str, width: int, height: int):
+    if platform not in GL_MODULES:
+        raise ValueError(f"unknown OpenGL platform '{platform}'")
+    if platform in GL_BACKENDS:
+        os.environ["PYOPENGL_PLATFORM"] = platform  # PyOpenGL must use the same platform
+    return importlib.import_module(f"mujoco.{platform}").GLContext(width, height)
 
 
 def _task_camera(base: gym.Env) -> mujoco.MjvCamera:
@@ -189,10 +189,10 @@ class MujocoFrames:
     floor is drawn only some tens of metres each way; a fast policy leaves it within seconds).
     """
 
-    def __init__(self, env: gym.Env, width: int, height: int, backend: str, floor: bool = True):
+    def __init__(self, env: gym.Env, width: int, height: int, platform: str, floor: bool = True):
         base = env.unwrapped
         self.model, self.data = base.model, base.data
-        self._gl = _gl_context(backend, width, height)
+        self._gl = _gl_context(platform, width, height)
         try:
             self._gl.make_current()
             self._context = mujoco.MjrContext(self.model, mujoco.mjtFontScale.mjFONTSCALE_100)
@@ -251,17 +251,17 @@ def open_frames(env: gym.Env | HostScene, width: int, height: int) -> MujocoFram
     to OSMesa once; one line naming both variables when neither works."""
     errors = []
     current = os.environ.get("MUJOCO_GL", "egl")
-    for backend in [current] + [b for b in GL_BACKENDS if b != current]:
-        os.environ["MUJOCO_GL"] = backend
+    for platform in [current] + [b for b in GL_BACKENDS if b != current]:
+        os.environ["MUJOCO_GL"] = platform
         frames = None
         try:
-            frames = MujocoFrames(env, width, height, backend)
+            frames = MujocoFrames(env, width, height, platform)
             frames()
             return frames
         except Exception as exc:  # GL platform errors come as several exception types
             if frames is not None:
                 frames.close()
-            errors.append(f"MUJOCO_GL={backend}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            errors.append(f"MUJOCO_GL={platform}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     raise UserError(
         "offscreen rendering failed (" + "; ".join(errors) + "). Install EGL (libegl1) or OSMesa (libosmesa6) "
         "and set MUJOCO_GL=egl or MUJOCO_GL=osmesa (PYOPENGL_PLATFORM to the same value)"
@@ -408,7 +408,7 @@ def velocity_rows(command: np.ndarray, measured: np.ndarray) -> tuple[tuple[str,
 
 
 def play_physics_episodes(
-    envs, policy: ActorCritic, seed: int, device: torch.device | str, where: TrackingIndices | None = None
+    envs: PhysicsReplayVecEnv, policy: ActorCritic, seed: int, device: torch.device | str, where: TrackingIndices | None = None
 ) -> list[PhysicsEpisode]:
     """The first episode of each of `envs`' sub-envs (an MjxVecEnv or a ReferenceVecEnv) under the
     deterministic policy, stepped as `evaluate_policy` steps them (the same reset seed, batched
@@ -500,7 +500,7 @@ def record_physics_videos(
 
 def check_can_record(env_cfg) -> None:
     """One line when the task's reference backend cannot draw it."""
-    if not capabilities(reference_backend(env_cfg)).renders:
+    if not reference_of(env_cfg).capabilities.renders:
         raise UserError(f"video=true: {RENDER_REFUSAL.format(env_id=env_cfg.id)}")
 
 
@@ -531,10 +531,10 @@ def record_videos(
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create video directory '{directory}': {exc.strerror}") from None
-    backend = reference_backend(env_cfg)
-    if capabilities(backend).replays_physics:
+    reference = reference_of(env_cfg)
+    if reference.capabilities.replays_physics:
         return record_physics_videos(
-            policy, env_cfg, backend, directory, step, episodes, seed, width, height, fps, device, overlay, randomization, privileged
+            policy, env_cfg, reference.name, directory, step, episodes, seed, width, height, fps, device, overlay, randomization, privileged
         )
     env, frames = make_render_env(env_cfg, width, height, randomization, privileged)
     fps = fps or int(round(env.metadata.get("render_fps", 30)))

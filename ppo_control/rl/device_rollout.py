@@ -1,4 +1,5 @@
-"""The rollout collector for envs that simulate on the training device (env.backend=mjx).
+"""The rollout collector for envs that simulate on the training device (`Capabilities.device_resident`:
+the `DeviceVecEnv` protocol of envs/base.py; env.backend=mjx).
 
 The same rollout as collector.RolloutCollector, with nothing crossing to the host while it runs:
 observations, actions, rewards, episode ends, the reward scaler's running returns and the
@@ -14,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ppo_control.envs.mjx_backend import MjxVecEnv
+from ppo_control.envs.base import DeviceVecEnv
 from ppo_control.rl.normalization import DeviceRewardScaler
 from ppo_control.rl.policy import ActorCritic
 from ppo_control.rl.rollout import NonFiniteEnvOutput, Rollout
@@ -28,7 +29,7 @@ class DeviceRolloutCollector:
 
     def __init__(
         self,
-        envs: MjxVecEnv,
+        envs: DeviceVecEnv,
         policy: ActorCritic,
         num_steps: int,
         gamma: float,

@@ -469,6 +469,12 @@ def robot_task(env_id_or_name: str) -> RobotTask | None:
     return _BY_ENV_ID.get(key) or ROBOT_TASKS.get(key)
 
 
+def is_robot_task(env_id_or_name: str) -> bool:
+    """Whether `env_id_or_name` names one of Playground's robot tasks (they run on envpool's port
+    and, where one exists, their MuJoCo reference; nowhere else). The one place this is decided."""
+    return robot_task(env_id_or_name) is not None
+
+
 def model_path(task: RobotTask, base_path: str) -> str:
     """The XML the C++ loads for `task`, under the spec's base_path."""
     return f"{base_path.rstrip('/')}/{task.xml}"

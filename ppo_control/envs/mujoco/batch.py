@@ -33,7 +33,7 @@ import numpy as np
 
 from ppo_control.config.errors import UserError
 from ppo_control.envs.base import Capabilities, EnvInfo, EpisodeTracker, StepResult, as_arrays, usable_cores
-from ppo_control.envs.envpool_backend import tracking_errors, tracking_indices
+from ppo_control.envs.joystick import tracking_errors, tracking_indices
 
 
 class EnvpoolRandom:
