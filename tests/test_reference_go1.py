@@ -379,3 +379,43 @@ def test_the_observation_after_a_command_resample_carries_the_new_command():
         assert any(resampled)
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_keep_command_through_falls_carries_the_fallen_episodes_command_into_the_next(keep):
+    """env.kwargs.keep_command_through_falls (the reference's own option): as Playground's training
+    resets after a fall (the physics restored, the task's command kept, its countdown redrawn); off,
+    the next episode draws its own command, as envpool does. The random stream is the same either way."""
+    env = make_reference_vec_env(FLAT, 2, {"noise_level": 0.0, "keep_command_through_falls": keep})
+    try:
+        env.reset(0)
+        task = env.task
+        qpos = task.init_qpos.copy()
+        qpos[2] = 0.4
+        qpos[3:7] = [0.0, 1.0, 0.0, 0.0]  # upside down: the next step is a fall
+        task.place(1, qpos, np.zeros(task.physics.model(0).nv), np.array([0.9, 0.0, 0.0]), 100, np.random.default_rng(0))
+        result = env.step(np.zeros((2, 12)))
+        assert result.terminated.tolist() == [False, True]
+        next_command = result.obs[1, STATE - 3 : STATE]
+        assert np.allclose(next_command, [0.9, 0.0, 0.0]) == keep
+        assert np.allclose(result.final_obs[1, STATE - 3 : STATE], [0.9, 0.0, 0.0]) == keep  # the fall's own observation
+        assert task.steps_until_next_cmd[1] != 99  # a new countdown either way
+    finally:
+        env.close()
+
+
+def test_the_reference_only_option_is_refused_on_envpool_and_kept_out_of_envpools_checks():
+    from ppo_control.envs import mujoco as reference
+    from ppo_control.envs.mujoco.go1 import Go1Joystick
+    from ppo_control.envs.registry import check_robot_request
+
+    assert reference.split_reference_options(FLAT, {"kp": 30.0, "keep_command_through_falls": True}) == (
+        {"kp": 30.0},
+        {"keep_command_through_falls": True},
+    )
+    assert set(reference.split_reference_options(FLAT, dict.fromkeys(Go1Joystick.REFERENCE_OPTIONS, True))[1]) == set(
+        Go1Joystick.REFERENCE_OPTIONS
+    )
+    check_robot_request(FLAT, "mujoco", {"keep_command_through_falls": True})  # the reference takes it
+    with pytest.raises(UserError, match="only task Go1JoystickFlatTerrain-v1's MuJoCo reference has this option"):
+        check_robot_request(FLAT, "envpool", {"keep_command_through_falls": True})

@@ -139,4 +139,5 @@ class ReferenceBackend(Backend):
         )
 
     def describe(self, env_id: str, kwargs: dict[str, Any], max_episode_steps: int | None) -> dict[str, Any]:
-        return envpool_backend.describe(env_id, kwargs)  # a reference is the same task as envpool's port
+        envpool_options, _ = reference.split_reference_options(env_id, kwargs)
+        return envpool_backend.describe(env_id, envpool_options)  # a reference is the same task as envpool's port

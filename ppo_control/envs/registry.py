@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 
 from ppo_control.config.errors import UserError
 from ppo_control.envs import envpool_backend
+from ppo_control.envs import mujoco as reference
 from ppo_control.envs.backends import EnvpoolBackend, GymnasiumBackend, MjxBackend, ReferenceBackend
 from ppo_control.envs.base import MAX_EVAL_ENVS, Backend, Capabilities, VecEnv, VecEnvRequest
 from ppo_control.envs.randomization import Randomization
@@ -117,7 +118,13 @@ def check_robot_request(
         valid = " or ".join(host.name for host in hosts)
         general = f"env.backend={backend}: task {env_id} runs on envpool or its MuJoCo reference; use env.backend={valid}"
         raise UserError(chosen.robot_refusal(env_id) or general)
-    envpool_backend.check_robot_task(env_id, kwargs)  # envpool's options are the task's options on every host
+    envpool_options, reference_only = reference.split_reference_options(env_id, kwargs)
+    if reference_only and not isinstance(chosen, ReferenceBackend):
+        raise UserError(
+            f"env.kwargs.{next(iter(reference_only))}: only task {env_id}'s MuJoCo reference has this option; "
+            f"train on it (env.backend={ReferenceBackend.name}) or remove the option"
+        )
+    envpool_backend.check_robot_task(env_id, envpool_options)  # envpool's options are the task's options on every host
     if randomization is not None and not chosen.capabilities.randomizes_model:
         key = next(f.name for f in dataclasses.fields(randomization) if getattr(randomization, f.name) != f.default)
         randomizing = [host.name for host in hosts if host.capabilities.randomizes_model]

@@ -20,6 +20,8 @@ _GO1 = ("Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1")  # go1.ENV_ID
 _T1 = ("T1JoystickFlatTerrain-v1",)  # t1.ENV_IDS
 _ALL = _GO1 + _T1
 REFERENCE_TASKS = tuple(env_id.removesuffix("-v1") for env_id in _ALL)
+# env.kwargs a reference takes beyond its envpool spec's (each task class's REFERENCE_OPTIONS).
+_REFERENCE_OPTIONS = {env_id: ("keep_command_through_falls",) for env_id in _GO1}
 
 
 def _env_id(env_id_or_name: str) -> str:
@@ -31,6 +33,12 @@ def _env_id(env_id_or_name: str) -> str:
 def has_reference(env_id: str) -> bool:
     """Whether the robot task `env_id` (or its Playground name) has a MuJoCo reference here."""
     return _env_id(env_id) in _ALL
+
+
+def split_reference_options(env_id: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """env.kwargs as (envpool's own options, the options only the reference of `env_id` has)."""
+    own = _REFERENCE_OPTIONS.get(_env_id(env_id), ())
+    return {k: v for k, v in kwargs.items() if k not in own}, {k: v for k, v in kwargs.items() if k in own}
 
 
 def make_reference_vec_env(
@@ -67,4 +75,5 @@ __all__ = [
     "TaskStep",
     "has_reference",
     "make_reference_vec_env",
+    "split_reference_options",
 ]

@@ -118,6 +118,11 @@ class Go1Joystick(PlaygroundPort):
     """
 
     ENV_IDS, DEFAULTS, NU, ROBOT = ENV_IDS, DEFAULTS, NU, "Go1"
+    # keep_command_through_falls: a fall ends the episode but not its command, which the next episode
+    # carries on with a new countdown, as Playground's training does (Brax's auto-reset restores the
+    # physics and keeps the task's info). Off, a fall draws a new command (envpool's port): the
+    # commands a policy falls under are cut short and become rare in its batches.
+    REFERENCE_OPTIONS = {"keep_command_through_falls": False}
     STATE = ("command", "steps_until_next_cmd", "last_act", "feet_air_time", "swing_peak", "last_contact")
 
     def __init__(
@@ -157,6 +162,7 @@ class Go1Joystick(PlaygroundPort):
         self.feet_air_time = np.zeros((n, len(FEET)))
         self.swing_peak = np.zeros((n, len(FEET)))
         self.last_contact = np.zeros((n, len(FEET)), dtype=bool)
+        self.kept_command: dict[int, np.ndarray] = {}  # sub-env -> the command its fall left, for its next episode
 
     def configure_model(self, model) -> None:
         """go1.h's constructor: sim_dt, ccd_iterations, the spec's kd in every joint's damping and its
@@ -187,7 +193,9 @@ class Go1Joystick(PlaygroundPort):
             data.qpos[3:7] = quat
             data.qvel[:6] = rng.uniform(-RESET_XY_VEL, RESET_XY_VEL, 6)
             self.steps_until_next_cmd[i] = self._countdown(rng)
-            self.command[i] = (rng.random(3) * 2.0 - 1.0) * self.command_bounds
+            self.command[i] = (rng.random(3) * 2.0 - 1.0) * self.command_bounds  # drawn always: the stream stays envpool's
+            if i in self.kept_command:
+                self.command[i] = self.kept_command.pop(i)
         self.physics.forward(ids)
         self._clear(ids)
         return self._observe(ids, self._read(ids), rngs)
@@ -239,8 +247,11 @@ class Go1Joystick(PlaygroundPort):
 
         self.steps_until_next_cmd -= 1
         for i in np.flatnonzero((self.steps_until_next_cmd <= 0) | terminated):
+            before = self.command[i].copy()
             self._sample_command(i, rngs[i])
             self.steps_until_next_cmd[i] = self._countdown(rngs[i])
+            if terminated[i] and self.options["keep_command_through_falls"]:
+                self.command[i] = self.kept_command[i] = before
         obs = self._observe(np.arange(self.num_envs), r, rngs)
 
         self.last_act[:] = actions

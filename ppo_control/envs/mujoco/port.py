@@ -44,6 +44,8 @@ class PlaygroundPort:
     ENV_IDS: tuple[str, ...] = ()
     DEFAULTS: dict[str, Any] = {}
     BOOLEAN_OPTIONS: tuple[str, ...] = ()
+    # Options of the reference alone (the C++ port has none of them), all boolean and off by default.
+    REFERENCE_OPTIONS: dict[str, bool] = {}
     NU = 0
     ROBOT = ""
     STATE: tuple[str, ...] = ()
@@ -78,12 +80,14 @@ class PlaygroundPort:
         frame_stack = int(kwargs.pop("frame_stack", 1))
         if frame_stack != 1:
             raise UserError(f"env.kwargs.frame_stack={frame_stack}: the MuJoCo reference has no frame stacking; use 1")
-        unknown = sorted(key for key in kwargs if key not in cls.DEFAULTS)
+        known = {**cls.DEFAULTS, **cls.REFERENCE_OPTIONS}
+        unknown = sorted(key for key in kwargs if key not in known)
         if unknown:
-            valid = ", ".join(cls.DEFAULTS)
+            valid = ", ".join(known)
             raise UserError(f"env.kwargs.{unknown[0]}: {env_id} has no such option; valid options: frame_stack, {valid}")
-        given = {key: bool(value) if key in cls.BOOLEAN_OPTIONS else float(value) for key, value in kwargs.items()}
-        return {**cls.DEFAULTS, **given}
+        boolean = (*cls.BOOLEAN_OPTIONS, *cls.REFERENCE_OPTIONS)
+        given = {key: bool(value) if key in boolean else float(value) for key, value in kwargs.items()}
+        return {**known, **given}
 
     def load_model(self, base_path: str):
         """The model the C++ builds: its XML with what its constructor writes in."""
