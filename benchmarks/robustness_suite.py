@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import parse_args, rel  # noqa: E402
 
 from ppo_control.analysis.curves import save_figure  # noqa: E402
-from ppo_control.robustness import CSV_FILE, OUT_DIR  # noqa: E402
+from ppo_control.analysis.robustness_grid import CSV_FILE, OUT_DIR  # noqa: E402
 from ppo_control.runs.layout import CHECKPOINT_DIR, LAST_CHECKPOINT  # noqa: E402
 
 ROBUSTNESS_CSV = Path(OUT_DIR) / CSV_FILE  # what `ppo_control.robustness run=...` writes into a run

@@ -75,7 +75,7 @@ def row(name: str, result: dict) -> list[str]:
 def main(argv: list[str]) -> None:
     args = parse_args(argv, DEFAULTS, __doc__)
     run = run_directory(args)
-    from ppo_control.sim2sim import sim2sim
+    from ppo_control.deploy.sim2sim import sim2sim
 
     out = Path(args["out"] or run / "sim2sim" / "suite")
     out.mkdir(parents=True, exist_ok=True)

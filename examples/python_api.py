@@ -2,7 +2,7 @@
 
     python examples/python_api.py [total_steps]   (default 4096: a few seconds, to show the calls)
 
-It trains a short InvertedPendulum run through `ppo_control.api`, loads its policy as a plain
+It trains a short InvertedPendulum run through the package's API, loads its policy as a plain
 callable (numpy observation in, action out), drives a Gymnasium env with it, evaluates the run,
 exports it to TorchScript and checks that the exported file acts exactly like the loaded policy.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from ppo_control.api import evaluate, export, load_policy, train
+from ppo_control import evaluate, export, load_policy, train
 
 
 def main(total_steps: int) -> None:

@@ -2,11 +2,18 @@
 
 The same config system and checks as the commands, which run the same functions:
 overrides are Python values, keys dotted or nested, and every mistake raises `UserError` with the
-one-line message the command line prints. A command's logic lives in its own module
-(`ppo_control.train`, `.evaluate`, `.export`, `.robustness`); each function here parses its Python
-arguments and calls it.
+one-line message the command line prints. A command's logic lives in its library module
+(`training.launch`, `analysis.evaluate_run`, `deploy.exporter`, `analysis.robustness_grid`); each
+function here parses its Python arguments and calls it. The package exports these functions, so
+`import ppo_control as pc` gives them (the command modules of the same names, `ppo_control/train.py`
+etc., are only run as `python -m ppo_control.<command>`, never imported).
 
-    import ppo_control.api as pc  # not `import ppo_control`: ppo_control.train etc. are the commands
+Each function first sets the process up as the commands do (`config.runtime.prepare_process`:
+headless rendering, sleeping OpenMP waits, a user's own settings kept); the OpenMP setting takes
+effect only if torch has not been imported yet. Heavy imports (torch, mujoco) wait until a function
+runs, so importing the package stays cheap.
+
+    import ppo_control as pc
 
     result = pc.train("Hopper", total_steps=200_000, ppo={"learning_rate": 1e-4}, **{"env.n_envs": 16})
     print(result.run_dir, result.eval_return)
@@ -22,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ppo_control.config import EvaluateArgs, parse_command_args
+from ppo_control.config.runtime import prepare_process
 from ppo_control.training.launch import TrainResult, train_from_overrides
 
 
@@ -32,6 +40,7 @@ def train(task: str | None = None, *, resume: str | Path | None = None, max_upda
     dotted keys through a dict, `**{"env.n_envs": 8}`. `max_updates` stops after that many updates of
     this call with a checkpoint (continue it with `train(resume=run_dir)`).
     """
+    prepare_process()
     if task is not None:
         overrides["task"] = task  # with resume: only checked to be the run's own task
     return train_from_overrides(overrides, resume=None if resume is None else str(resume), max_updates=max_updates)
@@ -45,7 +54,8 @@ def evaluate(run: str | Path, **arguments: Any) -> dict[str, Any]:
     `randomize={"body_mass": [1.3, 1.3], ...}` evaluates under chosen perturbations (from the nominal
     robot, or from the run's own randomization with `eval={"randomize": True}`).
     """
-    from ppo_control.evaluate import evaluate_run
+    prepare_process()
+    from ppo_control.analysis.evaluate_run import evaluate_run
 
     return evaluate_run(parse_command_args(EvaluateArgs, {"run": str(run), **arguments}, "evaluate"))
 
@@ -56,7 +66,8 @@ def export(run: str | Path, **arguments: Any) -> Path:
 
     Arguments as for `python -m ppo_control.export`: format, out, checkpoint, overwrite.
     """
-    from ppo_control.export import export_policy, parse_args
+    prepare_process()
+    from ppo_control.deploy.exporter import export_policy, parse_args
 
     args = parse_args({"run": str(run), **arguments})
     return export_policy(args).path
@@ -67,7 +78,8 @@ def robustness(run: str | Path, **arguments: Any) -> tuple[Path, list]:
     delays); writes robustness.csv/.md/.png into <run>/robustness/ and returns (that directory, the
     cells). Arguments as for `python -m ppo_control.robustness`: episodes, mass, friction, delay,
     checkpoint, seed."""
-    from ppo_control.robustness import evaluate_grid
+    prepare_process()
+    from ppo_control.analysis.robustness_grid import evaluate_grid
 
     return evaluate_grid(run, **arguments)
 
@@ -79,6 +91,7 @@ def load_policy(path: str | Path, checkpoint: str | None = None):
     `path` is a run directory (its checkpoints/last.pt, or `checkpoint`), a checkpoint file, or an
     exported TorchScript (.pt) or ONNX (.onnx) file.
     """
+    prepare_process()
     from ppo_control.deploy.loading import load_policy as load
 
     return load(Path(path), checkpoint)
@@ -86,6 +99,7 @@ def load_policy(path: str | Path, checkpoint: str | None = None):
 
 def list_tasks():
     """The built-in tasks with their env id, observation and action sizes."""
-    from ppo_control.tasks import list_tasks as tasks
+    prepare_process()
+    from ppo_control.envs.catalog import list_tasks as tasks
 
     return tasks()

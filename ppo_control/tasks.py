@@ -8,63 +8,13 @@ describes it (`envs.describe_task`: one env built from the composed task config,
 included, and closed again). Takes no arguments.
 """
 
-from __future__ import annotations
+from ppo_control.config.runtime import prepare_process
 
-from dataclasses import dataclass
+prepare_process()  # before torch or mujoco load: see ppo_control/config/runtime.py
 
-from ppo_control.config import available_tasks, command_help, compose
-from ppo_control.config.errors import UserError, run_cli
-from ppo_control.config.resources import TASKS_DIR
-
-
-@dataclass(frozen=True)
-class TaskInfo:
-    name: str  # the task's name, as in `task=<name>`
-    env_id: str  # Gymnasium id (HalfCheetah-v5), envpool's Playground id, or `package.module:EnvClass`
-    backend: str  # the backend the task is described by (its reference: gymnasium, envpool, mjx)
-    groups: tuple[tuple[str, int], ...]  # the observation groups the env provides, (name, size) in layout order
-    action_dim: int
-    dt: float | None  # seconds per env step (per policy action); None where the env has no `dt`
-
-    @property
-    def obs_dim(self) -> int:
-        return sum(size for _, size in self.groups)
-
-
-def task_info(name: str) -> TaskInfo:
-    """Describe one task: a name from tasks/ or a path to a task .yaml (a UserError if it is invalid)."""
-    from ppo_control.envs import describe_task, reference_backend  # heavy imports (gymnasium, mujoco)
-
-    cfg = compose([f"task={name}"])
-    task = describe_task(cfg.env)
-    groups = tuple((group, int(size)) for group, size in task.group_sizes.items())
-    return TaskInfo(str(cfg.task), str(cfg.env.id), reference_backend(cfg.env), groups, task.action_dim, task.control_period_s)
-
-
-def list_tasks() -> list[TaskInfo]:
-    """Every shipped task (one per file in tasks/), sorted by name."""
-    names = available_tasks()
-    if not names:  # an install without its data files (see resources.py): say so instead of an empty table
-        raise UserError(f"no task files found in {TASKS_DIR}")
-    return [task_info(name) for name in names]
-
-
-def format_table(infos: list[TaskInfo]) -> str:
-    rows = [("task", "env id", "backend", "observation groups", "act", "dt (s)")]
-    for i in infos:
-        groups = ", ".join(f"{group} {size}" for group, size in i.groups)
-        rows.append((i.name, i.env_id, i.backend, groups, str(i.action_dim), "-" if i.dt is None else f"{i.dt:g}"))
-    widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
-    right = (False, False, False, False, True, True)
-    lines = ["  ".join(cell.rjust(w) if r else cell.ljust(w) for cell, w, r in zip(row, widths, right)).rstrip() for row in rows]
-    return "\n".join(lines)
-
-
-def main(argv: list[str]) -> None:
-    if argv:
-        raise UserError(f"tasks: takes no arguments (got {' '.join(argv)!r}); usage: python -m ppo_control.tasks")
-    print(format_table(list_tasks()))
-
+from ppo_control.config import command_help  # noqa: E402
+from ppo_control.config.errors import run_cli  # noqa: E402
+from ppo_control.envs.catalog import main  # noqa: E402
 
 if __name__ == "__main__":
     run_cli(main, help=lambda: command_help(__doc__, example="python -m ppo_control.tasks"))

@@ -3,16 +3,13 @@ python -m ppo_control.train resume=<run_dir> [total_steps=N] [eval.*/log.*/check
 
 from __future__ import annotations
 
-from ppo_control.config import command_help, parse_overrides
-from ppo_control.config.errors import run_cli
-from ppo_control.training.launch import train_from_overrides
+from ppo_control.config.runtime import prepare_process
 
+prepare_process()  # before torch or mujoco load: see ppo_control/config/runtime.py
 
-def main(argv: list[str]) -> None:
-    overrides = parse_overrides(argv)
-    resume = [a.split("=", 1)[1] for a in overrides if a.startswith("resume=")]
-    train_from_overrides(overrides, resume=resume[-1] if resume and resume[-1] not in ("", "null") else None)
-
+from ppo_control.config import command_help  # noqa: E402
+from ppo_control.config.errors import run_cli  # noqa: E402
+from ppo_control.training.launch import main  # noqa: E402
 
 if __name__ == "__main__":
     run_cli(

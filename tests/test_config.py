@@ -1,5 +1,6 @@
 """Config composition and the one-line, exit-2 errors a user gets for bad input."""
 
+import ast
 import importlib
 import os
 import subprocess
@@ -145,15 +146,51 @@ def test_unknown_preset_is_one_line_exit_2():
     assert result.stderr.strip().splitlines() == ["error: preset='fastest' is not valid; choose one of: fast, paper"]
 
 
+COMMANDS = ("train", "evaluate", "export", "robustness", "sim2sim", "plot", "benchmark", "tasks")
+
+
 @pytest.mark.parametrize("user_setting, expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
-def test_openmp_threads_sleep_when_idle_unless_the_user_chose(user_setting, expected):
+def test_a_command_makes_idle_openmp_threads_sleep_unless_the_user_chose(user_setting, expected):
     # Spinning OpenMP waits made a 2-thread update 80x slower beside one other busy process.
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     if user_setting:
         env["OMP_WAIT_POLICY"] = user_setting
-    code = "import ppo_control, os; print(os.environ['OMP_WAIT_POLICY'])"
+    code = (
+        "import os, runpy, sys; sys.argv = ['train', '--help']\n"
+        "try: runpy.run_module('ppo_control.train', run_name='__main__')\n"
+        "except SystemExit: pass\n"
+        "print(os.environ['OMP_WAIT_POLICY'], file=sys.stderr)"
+    )
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == expected
+    assert out.stderr.strip() == expected
+
+
+def test_importing_the_package_gives_the_api_and_sets_nothing():
+    code = (
+        "import os, sys; before = dict(os.environ); import ppo_control as pc\n"
+        "assert dict(os.environ) == before, 'the environment changed'\n"
+        "assert 'torch' not in sys.modules and 'mujoco' not in sys.modules, 'a heavy import'\n"
+        "print(*sorted(n for n in pc.__all__ if callable(getattr(pc, n))))"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "MUJOCO_GL")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["TrainResult", "UserError", "evaluate", "export", "list_tasks", "load_policy", "robustness", "train"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_command_module_sets_the_process_up_before_it_imports_anything_else(command):
+    """The faces run `prepare_process()` before their library (and with it torch) loads."""
+    tree = ast.parse((ROOT / "ppo_control" / f"{command}.py").read_text())
+    statements = [node for node in tree.body if not isinstance(node, ast.Expr) or not isinstance(node.value, ast.Constant)]
+    imports = [node.module for node in statements if isinstance(node, ast.ImportFrom) and node.module != "__future__"]
+    calls = [i for i, node in enumerate(statements) if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)]
+    first_other_import = next(
+        i
+        for i, node in enumerate(statements)
+        if isinstance(node, ast.ImportFrom) and node.module not in ("__future__", "ppo_control.config.runtime")
+    )
+    assert imports[0] == "ppo_control.config.runtime"
+    assert calls and ast.unparse(statements[calls[0]]) == "prepare_process()" and calls[0] < first_other_import
 
 
 def test_resume_changeable_keys_have_one_source():

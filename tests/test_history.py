@@ -173,7 +173,7 @@ def test_export_check_catches_a_stateful_policy_that_forgets_its_history(tmp_pat
     from conftest import tiny_overrides
     from ppo_control import api
     from ppo_control.deploy import module as deploy
-    from ppo_control.export import ExportMismatch
+    from ppo_control.deploy.exporter import ExportMismatch
 
     run = api.train("Hopper", total_steps=256, run_dir=str(tmp_path / "run"), **tiny_overrides(), **{"policy.actor_history": 3}).run_dir
     monkeypatch.setattr(deploy, "DeployedPolicy", ForgetfulPolicy)

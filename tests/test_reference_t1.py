@@ -250,7 +250,7 @@ def test_sim2sim_drives_t1_through_its_contract(envpool):
     from test_controller import metadata
 
     from ppo_control.deploy.controller import RobotContract
-    from ppo_control.sim2sim import ControllerLoop, Perturbation, perturb_world
+    from ppo_control.deploy.sim2sim import ControllerLoop, Perturbation, perturb_world
 
     contract = RobotContract.from_metadata(metadata("T1JoystickFlatTerrain"))
     assert contract.gait_hold_rad == pytest.approx(math.pi)

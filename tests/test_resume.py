@@ -271,14 +271,16 @@ def test_resume_refuses_changes_that_alter_the_optimization(finished_run, extra,
 
 REFUSE_WITHOUT_TORCH = """
 import contextlib, io, json, sys
-from ppo_control import evaluate, export, robustness, train
+from ppo_control.analysis import evaluate_run, robustness_grid
 from ppo_control.config.errors import run_cli
+from ppo_control.deploy import exporter
+from ppo_control.training import launch
 outcomes = []
 for name, argv in json.loads(sys.argv[1]):
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         try:
-            run_cli({"train": train, "evaluate": evaluate, "export": export, "robustness": robustness}[name].main, argv)
+            run_cli({"train": launch, "evaluate": evaluate_run, "export": exporter, "robustness": robustness_grid}[name].main, argv)
             code = 0
         except SystemExit as exc:
             code = exc.code

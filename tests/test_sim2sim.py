@@ -20,8 +20,8 @@ from ppo_control.config import ConfigError
 from ppo_control.config.errors import UserError
 from ppo_control.deploy.controller import RobotContract
 from ppo_control.deploy.loading import load_policy
+from ppo_control.deploy.sim2sim import ControllerLoop, Perturbation, perturb_world, run_episodes, sim2sim
 from ppo_control.envs.mujoco import make_reference_vec_env
-from ppo_control.sim2sim import ControllerLoop, Perturbation, perturb_world, run_episodes, sim2sim
 
 ENV_ID = "Go1JoystickFlatTerrain-v1"
 

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import ROOT, run_module
 from ppo_control.config import available_tasks
-from ppo_control.tasks import TaskInfo, list_tasks, task_info
+from ppo_control.envs.catalog import TaskInfo, list_tasks, task_info
 
 POSITIONS_ONLY = "ppo_control.envs.partial_observation:positions_only"
 # name: (env id, obs dim, action dim, dt) of Gymnasium's MuJoCo v5 envs with the task file's kwargs

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+VERSION = "0.1.0"  # the package's version (pyproject.toml's), as ppo_control.__version__
+
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # ppo_control/
 _PACKAGED = PACKAGE_DIR / "data"
 _SOURCE = PACKAGE_DIR.parent

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ppo_control.config import compose, compose_resume
+from ppo_control.config import compose, compose_resume, parse_overrides
 from ppo_control.runs.layout import resume_candidates
 
 
@@ -46,3 +46,9 @@ def train_from_overrides(overrides, resume: str | None, max_updates: int | None 
         eval_length=final.get("eval_length"),
         videos=tuple(final.get("videos", ())),
     )
+
+
+def main(argv: list[str]) -> None:
+    overrides = parse_overrides(argv)
+    resume = [a.split("=", 1)[1] for a in overrides if a.startswith("resume=")]
+    train_from_overrides(overrides, resume=resume[-1] if resume and resume[-1] not in ("", "null") else None)

@@ -1,0 +1,124 @@
+"""What `python -m ppo_control.evaluate` runs (its usage and help: ppo_control/evaluate.py).
+
+Rolls out the trained policy (mean action by default, normalizer frozen, raw rewards), prints a
+table and writes <run_dir>/eval.json. The checkpoint and its statistics are only ever read. The robot
+is the nominal one (or the run's own eval.randomize setting); `randomize.*` keys evaluate under
+chosen perturbations, starting from the run's training randomization with eval.randomize=true.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from ppo_control.config import ConfigError, EvaluateArgs, evaluation_randomize_section, parse_command_args
+from ppo_control.config.errors import UserError
+from ppo_control.envs.joystick import RESPONSE_MIN_COMMAND
+from ppo_control.runs.layout import checkpoint_to_load
+
+EVAL_FILE = "eval.json"
+
+
+def evaluate_run(args: DictConfig) -> dict[str, Any]:
+    """Evaluate the run `args` (EvaluateArgs, parsed) describe and write <run>/eval.json; returns its content."""
+    if args.episodes < 1:
+        raise ConfigError(f"evaluate: episodes={args.episodes} is not allowed: episodes must be >= 1")
+    checkpoint = checkpoint_to_load(args.run, args.checkpoint)
+    import torch  # heavy imports after the arguments and paths check out
+
+    from ppo_control.envs import backend_of
+    from ppo_control.envs.observations import needs_privileged
+    from ppo_control.envs.randomization import Randomization
+    from ppo_control.rendering.video import check_can_record, record_run_videos
+    from ppo_control.rl.evaluation import EVAL_SEED_OFFSET, evaluate_episodes, make_eval_envs
+    from ppo_control.runs.checkpoint import atomic_write
+    from ppo_control.runs.directory import load_run
+    from ppo_control.training.trainer import resolve_device
+
+    loaded = load_run(args.run, checkpoint)
+    cfg, step = loaded.cfg, int(loaded.state["step"])
+    seed = args.seed if args.seed is not None else cfg.seed + EVAL_SEED_OFFSET
+    use_run = cfg.eval.randomize if args.eval.randomize is None else args.eval.randomize
+    section = evaluation_randomize_section(cfg, use_run, args.randomize)
+    randomization = Randomization.from_config(section)
+    # An MJX task simulates on the GPU when there is one (its CPU simulation is slow); others on the host.
+    device = resolve_device("auto") if backend_of(cfg.env).capabilities.device_resident else torch.device("cpu")
+    if args.video:
+        check_can_record(cfg.env)  # before the episodes are played
+    envs = make_eval_envs(cfg.env, args.episodes, randomization, needs_privileged(cfg.policy), str(device))
+    try:
+        evaluation = evaluate_episodes(loaded.policy.to(device), envs, args.episodes, seed, device, deterministic=args.deterministic)
+    finally:
+        envs.close()
+    returns, lengths = evaluation.returns, evaluation.lengths
+    videos = []
+    if args.video:
+        videos = record_run_videos(loaded.policy, cfg, loaded.name, step, seed, device, randomization, args.video_dir)
+    result = {
+        "run": str(loaded.run_dir),
+        "checkpoint": str(loaded.checkpoint_path),
+        "step": step,
+        "task": cfg.task,
+        "env_id": cfg.env.id,
+        "episodes": args.episodes,
+        "seed": seed,
+        "deterministic": args.deterministic,
+        "randomize": OmegaConf.to_container(section) if randomization else None,
+        "return_mean": float(returns.mean()),
+        "return_std": float(returns.std()),
+        "return_min": float(returns.min()),
+        "return_max": float(returns.max()),
+        "length_mean": float(lengths.mean()),
+        # episodes that ended by termination (a fall) before the time limit
+        "fall_rate": float(evaluation.terminated.mean()),
+        # each per-step diagnostic's mean over the episodes' steps: reward/<term>, tracking_error_lin (m/s),
+        # tracking_error_ang (rad/s); response/<direction>: speed reached / speed commanded that way
+        "diagnostics": evaluation.diagnostics,
+        "returns": returns.tolist(),
+        "lengths": lengths.tolist(),
+        "videos": videos,
+    }
+    path = loaded.run_dir / EVAL_FILE
+    try:
+        atomic_write(path, lambda tmp: tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror}") from None
+    return result
+
+
+def main(argv: list[str]) -> None:
+    result = evaluate_run(parse_command_args(EvaluateArgs, argv, "evaluate"))
+    mode = "deterministic (mean action)" if result["deterministic"] else "stochastic (sampled actions)"
+    print(f"run         {result['run']}")
+    print(f"checkpoint  {result['checkpoint']} (step {result['step']:,})")
+    print(f"policy      {mode}, seed {result['seed']}")
+    print(f"episodes    {result['episodes']}")
+    robot = "nominal" if result["randomize"] is None else "randomized " + json.dumps({k: v for k, v in result["randomize"].items() if v})
+    print(f"robot       {robot}")
+    print(
+        f"return      {result['return_mean']:.1f} +- {result['return_std']:.1f}  "
+        f"(min {result['return_min']:.1f}, max {result['return_max']:.1f})"
+    )
+    print(f"length      {result['length_mean']:.1f}")
+    print(f"falls       {result['fall_rate']:.0%} of the episodes ended by termination before the time limit")
+    diagnostics = result["diagnostics"]
+    if "tracking_error_lin" in diagnostics:
+        print(
+            f"tracking    {diagnostics['tracking_error_lin']:.3f} m/s (planar velocity), "
+            f"{diagnostics['tracking_error_ang']:.3f} rad/s (yaw rate)"
+        )
+    response = {key[len("response/") :]: value for key, value in diagnostics.items() if key.startswith("response/")}
+    if response:
+        print("response    " + "  ".join(f"{name} {value:.2f}" for name, value in response.items()))
+        print(f"            (speed reached / speed commanded, on steps commanding at least {RESPONSE_MIN_COMMAND} m/s or rad/s that way)")
+    terms = {key[len("reward/") :]: value for key, value in diagnostics.items() if key.startswith("reward/")}
+    if terms:
+        width = max(len(name) for name in terms)
+        print("reward terms (mean per step)")
+        for name, value in terms.items():
+            print(f"  {name:<{width}}  {value:+.4f}")
+    for path in result["videos"]:
+        print(f"video       {path}")
+    print(f"written     {result['run']}/{EVAL_FILE}")

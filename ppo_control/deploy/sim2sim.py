@@ -1,0 +1,293 @@
+"""What `python -m ppo_control.sim2sim` runs (its usage and help: ppo_control/sim2sim.py).
+
+Runs an exported policy file (TorchScript or ONNX, as `export` wrote it; never the training
+checkpoint) on the robot's MuJoCo reference, driven through the export's metadata alone: a
+controller per robot (ppo_control/deploy/controller.py) reads each observation element from the model's
+sensors, sites and joints where `robot.observation_sources` says, keeps the previous action and the
+command, writes default pose + action scale x action as PD targets, gives the model the contract's
+gains and steps `sim_substeps` physics steps of `sim_period_s` per action. The reference supplies
+only the world: the episodes (the evaluation's initial states and commands, same seeds), the reward
+terms, falls and tracking error. A contract the metadata gets wrong (a joint order, a default pose,
+a gain, a control period) therefore shows here as a policy that no longer drives the robot.
+
+Perturbations of the robot: `latency` (control periods between an observation and its action
+reaching the motors), `friction` (scale of every geom's sliding friction), `added_mass` (kg on the
+base), `kp_scale` (the motors' real gain against the contract's). Sensors are exact (no noise).
+Writes <run>/sim2sim/sim2sim.json (or `out`) and, with video=true, one episode's video beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import deque
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ppo_control.config import ConfigError, Sim2SimArgs, parse_command_args
+from ppo_control.config.errors import UserError
+
+OUT_DIR = "sim2sim"  # inside the run directory
+OUT_FILE = "sim2sim.json"
+
+
+def check_args(args) -> None:
+    if args.run is None and args.export is None:
+        raise ConfigError("sim2sim: give run=<run_dir> (its export/policy.pt) or export=<file>")
+    for key, ok, allowed in (
+        ("episodes", lambda v: v >= 1, ">= 1"),
+        ("latency", lambda v: 0 <= v <= 10, "between 0 and 10 control periods"),
+        ("friction", lambda v: 0.05 <= v <= 5.0, "a scale between 0.05 and 5"),
+        ("added_mass", lambda v: -5.0 <= v <= 20.0, "kg between -5 and 20"),
+        ("kp_scale", lambda v: 0.1 <= v <= 5.0, "a scale between 0.1 and 5"),
+    ):
+        if not ok(args[key]):
+            raise ConfigError(f"sim2sim: {key}={args[key]} is not allowed: {key} must be {allowed}")
+
+
+def export_path(args) -> Path:
+    if args.export is not None:
+        path = Path(args.export)
+    else:
+        path = Path(args.run) / "export" / "policy.pt"
+        if not path.is_file():
+            raise UserError(
+                f"'{path}' does not exist: export the run first (python -m ppo_control.export run={args.run}) or give export=<file>"
+            )
+    if not path.is_file():
+        raise UserError(f"export '{path}' does not exist; give an exported policy file (.pt TorchScript or .onnx)")
+    from ppo_control.deploy.loading import is_torchscript
+
+    if path.suffix != ".onnx" and not is_torchscript(path):
+        raise UserError(f"'{path}' is not an exported policy (TorchScript or ONNX): sim2sim runs what `export` wrote, never a checkpoint")
+    return path
+
+
+class ControllerLoop:
+    """A reference world whose robots are driven by controllers built from an export's contract.
+
+    `reset` and `step` follow the VecEnv protocol's shapes: observations are what each robot's
+    controller reads from its MuJoCo data, `step` takes the policy's actions, turns them into PD
+    targets through the contract (after `latency` control periods) and steps the world with them.
+    The world's own observation (its noise, its layout) is never shown to the policy; it scores the
+    episodes (reward terms, falls, tracking error from the simulator's state)."""
+
+    def __init__(self, world, contract, latency: int = 0):
+        from ppo_control.deploy.controller import Controller
+
+        self.world, self.contract, self.task = world, contract, world.task
+        self.num_envs = world.num_envs
+        self.controllers = [Controller(self.task.physics.model(i), contract) for i in range(self.num_envs)]
+        self._queue: deque[np.ndarray] = deque()
+        self.latency = int(latency)
+
+    def _observe(self) -> np.ndarray:
+        rows = []
+        for i, controller in enumerate(self.controllers):
+            controller.command = np.asarray(self.task.command[i], dtype=np.float64).copy()
+            rows.append(controller.observation(self.task.physics.data[i]))
+        return np.stack(rows)
+
+    def reset(self, seed: int) -> np.ndarray:
+        self.world_obs = self.world.reset(seed)  # the world's own view: for the video's overlay
+        phase_dt = getattr(self.task, "phase_dt", None)  # a humanoid's gait clock: its step per control period
+        for i, controller in enumerate(self.controllers):
+            frequency = None if phase_dt is None else float(phase_dt[i] / (2.0 * math.pi * self.task.control_period_s))
+            controller.reset(command=self.task.command[i], gait_frequency_hz=frequency)
+        hold = np.zeros((self.num_envs, self.task.action_dim))  # the default pose until the first action arrives
+        self._queue = deque([hold] * self.latency)
+        return self._observe()
+
+    def step(self, actions: np.ndarray):
+        """The policy's actions: PD targets by the contract, delivered `latency` periods later, in
+        the world's action units (its default pose and action scale) so that it writes exactly
+        those targets."""
+        targets = np.stack([c.act(a, data) for c, a, data in zip(self.controllers, actions, self.task.physics.data)])
+        world_actions = (targets - self.task.default_pose) / self.task.options["action_scale"]
+        self._queue.append(world_actions)
+        result = self.world.step(self._queue.popleft())
+        return result, self._observe()
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """The real robot against the trained one: what sim2sim and a robot's robustness grid vary."""
+
+    latency: int = 0  # control periods between an observation and its action reaching the motors
+    friction: float = 1.0  # scale of every geom's sliding friction
+    mass_scale: float = 1.0  # scale of every body's mass and inertia
+    added_mass: float = 0.0  # kg added to the base (after the scale)
+    kp_scale: float = 1.0  # the motors' gain against the contract's
+
+
+def perturb_world(world, contract, perturbation: Perturbation) -> None:
+    """The contract's PD loop and timing on the world's model (as a controller configures its
+    robot), then the perturbations of the real robot against it."""
+    from ppo_control.deploy.controller import configure_model
+
+    model, p = world.mj_model, perturbation  # the model is shared by every sub-env
+    configure_model(model, replace(contract, kp=contract.kp * p.kp_scale))
+    world.task.substeps = contract.sim_substeps  # the controller's control period, not the world's
+    model.geom_friction[:, 0] *= p.friction
+    model.body_mass[:] *= p.mass_scale
+    model.body_inertia[:] *= p.mass_scale
+    base = world.task.torso_body
+    if p.added_mass:
+        if model.body_mass[base] + p.added_mass <= 0:
+            raise UserError(f"sim2sim: added_mass={p.added_mass} leaves the base with no mass (it weighs {model.body_mass[base]:.2f} kg)")
+        model.body_inertia[base] *= (model.body_mass[base] + p.added_mass) / model.body_mass[base]
+        model.body_mass[base] += p.added_mass
+
+
+def drive(policy, metadata: dict[str, Any], env_kwargs: dict[str, Any], episodes: int, seed: int, perturbation: Perturbation, record=None):
+    """`policy` (a LoadedPolicy) driving the reference of metadata's robot through the contract in
+    `metadata` (an export's, or one built the same way for a checkpoint), episodes as long as the
+    run's (metadata's max_episode_steps): (Evaluation, the recorded sub-env's PhysicsEpisode or None,
+    the world's model, its control period)."""
+    from ppo_control.deploy.controller import RobotContract
+    from ppo_control.envs.mujoco import REFERENCE_TASKS, has_reference, make_reference_vec_env
+
+    contract = RobotContract.from_metadata(metadata)
+    env_id = str(metadata.get("env_id", ""))
+    if not has_reference(env_id):
+        raise UserError(f"{env_id or 'this export'} has no MuJoCo reference; robots with one: {', '.join(REFERENCE_TASKS)}")
+    world = make_reference_vec_env(env_id, episodes, env_kwargs, max_episode_steps=metadata.get("max_episode_steps"))
+    try:
+        perturb_world(world, contract, perturbation)
+        evaluation, episode = run_episodes(ControllerLoop(world, contract, perturbation.latency), policy, seed, record)
+        return evaluation, episode, world.mj_model, world.control_period_s
+    finally:
+        world.close()
+
+
+def run_episodes(loop: ControllerLoop, policy, seed: int, record: int | None = None):
+    """The first episode of every sub-env under the exported policy; returns (Evaluation, the
+    recorded sub-env's PhysicsEpisode or None)."""
+    from ppo_control.envs.base import diagnostic_means
+    from ppo_control.envs.joystick import tracking_indices
+    from ppo_control.rendering.video import PhysicsEpisode, command_and_measured
+    from ppo_control.rl.evaluation import Evaluation
+
+    world = loop.world
+    where = tracking_indices(world.task.env_id, world.info.groups)
+    n = loop.num_envs
+    obs = loop.reset(seed)
+    policy.reset()
+    episode = None
+    if record is not None:
+        qpos, qvel = world.physics_states()
+        episode = PhysicsEpisode([qpos[record]], [qvel[record]])
+        episode.velocities += command_and_measured(loop.world_obs, where)[record : record + 1]
+    returns, lengths, fell = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+    running = np.ones(n, dtype=bool)
+    sums: dict[str, float] = {}
+    counted = 0
+    while running.any():
+        result, obs = loop.step(policy(obs))
+        counted += int(running.sum())
+        for key, values in result.diagnostics.items():
+            sums[key] = sums.get(key, 0.0) + float(np.asarray(values)[running].sum())
+        returns[running] += result.reward[running]
+        lengths[running] += 1
+        if episode is not None and running[record]:
+            qpos, qvel = world.stepped_states()
+            episode.qpos.append(qpos[record])
+            episode.qvel.append(qvel[record])
+            episode.rewards.append(float(result.reward[record]))
+            velocities = command_and_measured(result.final_obs, where)
+            if velocities:
+                episode.velocities.append(velocities[record])
+        done = (result.terminated | result.truncated) & running
+        fell |= result.terminated & running
+        running &= ~done
+    return Evaluation(returns, lengths, fell, diagnostic_means(sums, counted)), episode
+
+
+def sim2sim(**arguments: Any) -> dict[str, Any]:
+    """Run the export on the reference as the module docstring says; writes and returns the result."""
+    args = parse_command_args(Sim2SimArgs, arguments, "sim2sim")
+    check_args(args)
+    path = export_path(args)
+    from omegaconf import OmegaConf
+
+    from ppo_control.deploy.loading import load_policy
+    from ppo_control.rl.evaluation import EVAL_SEED_OFFSET
+    from ppo_control.runs.checkpoint import atomic_write
+
+    policy = load_policy(path)
+    run_cfg = None
+    if args.run is not None and (Path(args.run) / "config.yaml").is_file():
+        run_cfg = OmegaConf.load(Path(args.run) / "config.yaml")
+    kwargs = dict(OmegaConf.to_container(run_cfg.env.kwargs)) if run_cfg is not None and run_cfg.env.get("kwargs") else {}
+    seed = args.seed if args.seed is not None else (int(run_cfg.seed) if run_cfg is not None else 0) + EVAL_SEED_OFFSET
+    out = Path(args.out) if args.out else (Path(args.run) if args.run else path.parent) / OUT_DIR / OUT_FILE
+    perturbation = Perturbation(args.latency, args.friction, 1.0, args.added_mass, args.kp_scale)
+    evaluation, episode, model, dt = drive(policy, policy.metadata, kwargs, args.episodes, seed, perturbation, 0 if args.video else None)
+    env_id = str(policy.metadata["env_id"])
+    result = {
+        "export": str(path),
+        "format": "onnx" if path.suffix == ".onnx" else "torchscript",
+        "env_id": env_id,
+        "step": policy.metadata.get("step"),
+        "weights_sha256": policy.metadata.get("weights_sha256"),
+        "episodes": args.episodes,
+        "seed": seed,
+        "perturbation": {"latency": args.latency, "friction": args.friction, "added_mass": args.added_mass, "kp_scale": args.kp_scale},
+        "return_mean": float(evaluation.returns.mean()),
+        "return_std": float(evaluation.returns.std()),
+        "length_mean": float(evaluation.lengths.mean()),
+        "fall_rate": float(evaluation.terminated.mean()),
+        "diagnostics": evaluation.diagnostics,
+        "returns": evaluation.returns.tolist(),
+        "lengths": evaluation.lengths.tolist(),
+    }
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if episode is not None:
+            result["video"] = str(write_video(out.with_suffix(".mp4"), model, dt, episode))
+        atomic_write(out, lambda tmp: Path(tmp).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot write '{out}' ({exc.strerror or exc})") from None
+    result["written"] = str(out)
+    return result
+
+
+def write_video(path: Path, model, dt: float, episode) -> Path:
+    from ppo_control.rendering.video import HostScene, open_frames, write_physics_episode
+    from ppo_control.runs.checkpoint import atomic_write
+
+    scene = HostScene(model)
+    scene.show(episode.qpos[0], episode.qvel[0])
+    frames = open_frames(scene, 640, 480)
+    try:
+        atomic_write(path, lambda tmp: write_physics_episode(tmp, scene, frames, episode, int(round(1.0 / dt)), dt))
+    finally:
+        frames.close()
+    return path
+
+
+def table(result: dict[str, Any], evaluation: dict[str, Any] | None) -> str:
+    """sim2sim's figures, beside the run's eval.json where there is one."""
+    keys = ("tracking_error_lin", "tracking_error_ang")
+    rows = [("sim2sim (export, reference)", result)] + ([("evaluate (eval.json)", evaluation)] if evaluation else [])
+    lines = ["| | return | falls | planar error (m/s) | yaw error (rad/s) |", "|---|---:|---:|---:|---:|"]
+    for name, r in rows:
+        d = r.get("diagnostics", {})
+        errors = " | ".join(f"{d[k]:.3f}" if k in d else "-" for k in keys)
+        lines.append(f"| {name} | {r['return_mean']:.2f} ± {r['return_std']:.2f} | {r['fall_rate']:.0%} | {errors} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> None:
+    arguments = parse_command_args(Sim2SimArgs, argv, "sim2sim")  # parsed here: errors name the CLI keys
+    result = sim2sim(**arguments)
+    evaluation = None
+    if arguments.run is not None and (Path(arguments.run) / "eval.json").is_file():
+        evaluation = json.loads((Path(arguments.run) / "eval.json").read_text())
+    print(table(result, evaluation))
+    for key in ("written", "video"):
+        if key in result:
+            print(f"written     {result[key]}")
