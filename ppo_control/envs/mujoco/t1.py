@@ -187,6 +187,42 @@ def _bezier(x: np.ndarray) -> np.ndarray:
     return x * x * x + 3.0 * x * x * (1 - x)
 
 
+def _norm3(v: np.ndarray) -> np.ndarray:
+    """Row norms of [n, 3], written out as the C++ does."""
+    return np.sqrt(v[:, 0] * v[:, 0] + v[:, 1] * v[:, 1] + v[:, 2] * v[:, 2])
+
+
+def _foot_phase_target(phase: np.ndarray, max_foot_height: float) -> np.ndarray:
+    """FootPhaseTarget: the swing height the gait clock asks of a foot (a Bezier up, then down)."""
+    x = (phase + math.pi) / (2.0 * math.pi)
+    height = max_foot_height
+    return np.where(x <= 0.5, height * _bezier(2.0 * x), height + (0.0 - height) * _bezier(2.0 * x - 1.0))
+
+
+def _apply_yaw(qpos: np.ndarray, yaw: float) -> None:
+    """ApplyYaw: the base's quaternion times the yaw's, as the C++ writes the product out."""
+    y = (math.cos(0.5 * yaw), 0.0, 0.0, math.sin(0.5 * yaw))
+    w, x, z_, k = (float(v) for v in qpos[3:7])
+    qpos[3] = w * y[0] - x * y[1] - z_ * y[2] - k * y[3]
+    qpos[4] = w * y[1] + x * y[0] + z_ * y[3] - k * y[2]
+    qpos[5] = w * y[2] - x * y[3] + z_ * y[0] + k * y[1]
+    qpos[6] = w * y[3] + x * y[2] - z_ * y[1] + k * y[0]
+
+
+def _noise_scales(options: dict[str, Any]) -> np.ndarray:
+    """Noise(scale) = noise_level * scale * U(-1, 1), in UpdateObs' order: linvel, gyro, gravity,
+    joint pos, joint vel (the command between gravity and the joints draws none)."""
+    return options["noise_level"] * np.concatenate(
+        [
+            np.full(3, options["noise_linvel"]),
+            np.full(3, options["noise_gyro"]),
+            np.full(3, options["noise_gravity"]),
+            np.full(NU, options["noise_joint_pos"]),
+            np.full(NU, options["noise_joint_vel"]),
+        ]
+    )
+
+
 class T1Joystick(PlaygroundPort):
     """The task on a PhysicsBatch of `num_envs` sub-envs (the ReferenceTask protocol of batch.py).
 
@@ -237,17 +273,7 @@ class T1Joystick(PlaygroundPort):
         self.feet_linvel = np.array([[sensor(f"{foot}_global_linvel") + axis for axis in range(3)] for foot in FEET])
         self.feet_collision = sensor("left_foot_right_foot_found")
         self.noise_level = options["noise_level"]
-        # Noise(scale) = noise_level * scale * U(-1, 1), in UpdateObs' order: linvel, gyro, gravity,
-        # joint pos, joint vel (the command between gravity and the joints draws none).
-        self.noise_scales = self.noise_level * np.concatenate(
-            [
-                np.full(3, options["noise_linvel"]),
-                np.full(3, options["noise_gyro"]),
-                np.full(3, options["noise_gravity"]),
-                np.full(NU, options["noise_joint_pos"]),
-                np.full(NU, options["noise_joint_vel"]),
-            ]
-        )
+        self.noise_scales = _noise_scales(options)
 
         n = num_envs
         self.command = np.zeros((n, 3))
@@ -279,7 +305,7 @@ class T1Joystick(PlaygroundPort):
             data.qpos[:] = self.init_qpos
             data.qpos[0] += rng.uniform(-RESET_XY_VEL, RESET_XY_VEL)
             data.qpos[1] += rng.uniform(-RESET_XY_VEL, RESET_XY_VEL)
-            self._apply_yaw(data.qpos, rng.uniform(-RESET_YAW, RESET_YAW))
+            _apply_yaw(data.qpos, rng.uniform(-RESET_YAW, RESET_YAW))
             data.qpos[7 : 7 + NU] *= rng.uniform(*RESET_JOINT_SCALE, NU)
             data.qvel[:] = 0.0
             data.qvel[:6] = rng.uniform(-RESET_XY_VEL, RESET_XY_VEL, 6)
@@ -309,16 +335,6 @@ class T1Joystick(PlaygroundPort):
         self._clear(ids)
         r = self._read(ids)
         return self._observe(ids, r, self._contact(r), {i: rng})[0]
-
-    @staticmethod
-    def _apply_yaw(qpos: np.ndarray, yaw: float) -> None:
-        """ApplyYaw: the base's quaternion times the yaw's, as the C++ writes the product out."""
-        y = (math.cos(0.5 * yaw), 0.0, 0.0, math.sin(0.5 * yaw))
-        w, x, z_, k = (float(v) for v in qpos[3:7])
-        qpos[3] = w * y[0] - x * y[1] - z_ * y[2] - k * y[3]
-        qpos[4] = w * y[1] + x * y[0] + z_ * y[3] - k * y[2]
-        qpos[5] = w * y[2] - x * y[3] + z_ * y[0] + k * y[1]
-        qpos[6] = w * y[3] + x * y[2] - z_ * y[1] + k * y[0]
 
     def _clear(self, ids: np.ndarray) -> None:
         for name in ("last_act", "last_last_act", "feet_air_time", "swing_peak", "last_contact", "step_count", "push_step"):
@@ -351,7 +367,7 @@ class T1Joystick(PlaygroundPort):
         obs = self._observe(everyone, r, contact, rngs)
         nan = np.isnan(r["qpos"]).any(axis=1) | np.isnan(r["qvel"]).any(axis=1)
         terminated = (r["sensordata"][:, self.adr["upvector"] + 2] < 0.0) | nan
-        terms = self._reward_terms(r, actions, first_contact, contact, terminated)
+        terms = reward_terms(self, r, actions, first_contact, contact, terminated)
         total = terms[REWARD_TERMS[0]]
         for name in REWARD_TERMS[1:]:
             total = total + terms[name]
@@ -387,81 +403,9 @@ class T1Joystick(PlaygroundPort):
 
     def _update_phase(self) -> None:
         """UpdatePhase: advance and wrap to [-pi, pi); held at pi under a (near) zero command."""
-        cmd = self.command
-        norm = np.sqrt(cmd[:, 0] * cmd[:, 0] + cmd[:, 1] * cmd[:, 1] + cmd[:, 2] * cmd[:, 2])
+        norm = _norm3(self.command)
         self.phase = np.fmod(self.phase + self.phase_dt[:, None] + math.pi, 2.0 * math.pi) - math.pi
         self.phase[norm <= ZERO_COMMAND_NORM] = math.pi
-
-    def _foot_phase_target(self, phase: np.ndarray) -> np.ndarray:
-        """FootPhaseTarget: the swing height the gait clock asks of a foot (a Bezier up, then down)."""
-        x = (phase + math.pi) / (2.0 * math.pi)
-        height = self.options["max_foot_height"]
-        return np.where(x <= 0.5, height * _bezier(2.0 * x), height + (0.0 - height) * _bezier(2.0 * x - 1.0))
-
-    def _reward_terms(
-        self, r: dict[str, np.ndarray], actions: np.ndarray, first_contact: np.ndarray, contact: np.ndarray, terminated: np.ndarray
-    ) -> dict[str, np.ndarray]:
-        """t1.h ComputeRewards: each term times its scale (the sum's dt comes later)."""
-        o, s, cmd = self.options, r["sensordata"], self.command
-        local_linvel, gyro, up = self._sensor(s, "local_linvel"), self._sensor(s, "gyro"), self._sensor(s, "upvector")
-        global_linvel = self._sensor(s, "global_linvel")
-        q, qd, qdd, force = r["qpos"][:, 7 : 7 + NU], r["qvel"][:, 6 : 6 + NU], r["qacc"][:, 6 : 6 + NU], r["actuator_force"][:, :NU]
-        n = self.num_envs
-
-        lin_x, lin_y = (cmd[:, 0] - local_linvel[:, 0]) ** 2, (cmd[:, 1] - local_linvel[:, 1]) ** 2
-        yaw_error = cmd[:, 2] - gyro[:, 2]
-        base_height = r["qpos"][:, 2] - o["base_height_target"]
-        action_delta = actions - self.last_act
-
-        feet_vel, feet_z = s[:, self.feet_linvel], r["feet_pos"][..., 2]  # [n, feet, xyz], [n, feet]
-        vel_norm = np.sqrt(np.sqrt(feet_vel[..., 0] * feet_vel[..., 0] + feet_vel[..., 1] * feet_vel[..., 1]))
-        height = o["max_foot_height"]
-        clearance = np.abs(feet_z - height) * vel_norm
-        height_error = self.swing_peak / height - 1.0
-        feet_height = height_error * height_error * first_contact
-        phase_error = feet_z - self._foot_phase_target(self.phase)
-        cmd_norm = np.sqrt(cmd[:, 0] * cmd[:, 0] + cmd[:, 1] * cmd[:, 1] + cmd[:, 2] * cmd[:, 2])
-
-        body_speed = np.sqrt(global_linvel[:, 0] * global_linvel[:, 0] + global_linvel[:, 1] * global_linvel[:, 1])
-        air_time = np.where(first_contact, np.minimum(self.feet_air_time - AIR_TIME_START_S, AIR_TIME_MAX_S), 0.0)
-        air_time = np.where(cmd_norm <= AIR_TIME_MIN_COMMAND, 0.0, _sum(air_time))
-        delta = q - self.default_pose
-        hip = np.where(np.abs(cmd[:, 1]) <= HIP_MIN_SIDEWAYS_COMMAND, 0.0, _sum(np.abs(delta[:, self.hip])))
-        below, above = np.maximum(self.soft_lowers - q, 0.0), np.maximum(q - self.soft_uppers, 0.0)
-        limits = np.stack([below, above], axis=2).reshape(n, 2 * NU)  # lower then upper, joint by joint
-
-        imu_xmat = r["imu_xmat"]
-        base_yaw = _libm(math.atan2, imu_xmat[:, 3], imu_xmat[:, 0])
-        left, right = r["feet_pos"][:, 0], r["feet_pos"][:, 1]
-        sideways = _libm(math.cos, base_yaw) * (left[:, 1] - right[:, 1]) - _libm(math.sin, base_yaw) * (left[:, 0] - right[:, 0])
-        feet_distance = np.abs(sideways)
-        return {
-            "tracking_lin_vel": _libm(math.exp, -(lin_x + lin_y) / o["tracking_sigma"]) * o["tracking_lin_vel_scale"],
-            "tracking_ang_vel": _libm(math.exp, -(yaw_error * yaw_error) / o["tracking_sigma"]) * o["tracking_ang_vel_scale"],
-            "lin_vel_z": local_linvel[:, 2] * local_linvel[:, 2] * o["lin_vel_z_scale"],
-            "ang_vel_xy": (gyro[:, 0] * gyro[:, 0] + gyro[:, 1] * gyro[:, 1]) * o["ang_vel_xy_scale"],
-            "orientation": (up[:, 0] * up[:, 0] + up[:, 1] * up[:, 1]) * o["orientation_scale"],
-            "base_height": base_height * base_height * o["base_height_scale"],
-            "torques": _sum(np.abs(force)) * o["torques_scale"],
-            "action_rate": _sum(action_delta * action_delta) * o["action_rate_scale"],
-            "energy": _sum(np.abs(qd) * np.abs(force)) * o["energy_scale"],
-            "dof_acc": _sum(qdd * qdd) * o["dof_acc_scale"],
-            "dof_vel": _sum(qd * qd) * o["dof_vel_scale"],
-            "feet_clearance": _sum(clearance) * o["feet_clearance_scale"],
-            "feet_air_time": air_time * o["feet_air_time_scale"],
-            "feet_slip": body_speed * contact.sum(axis=1) * o["feet_slip_scale"],
-            "feet_height": _sum(feet_height) * o["feet_height_scale"],
-            "feet_phase": _libm(math.exp, -_sum(phase_error * phase_error) / PHASE_REWARD_WIDTH) * o["feet_phase_scale"],
-            "stand_still": np.where(cmd_norm < STAND_STILL_COMMAND, _sum(np.abs(delta)), 0.0) * o["stand_still_scale"],
-            "alive": np.full(n, o["alive_scale"]),
-            "termination": terminated.astype(np.float64) * o["termination_scale"],
-            "collision": (s[:, self.feet_collision] > 0.0).astype(np.float64) * o["collision_scale"],
-            "joint_deviation_knee": _sum(np.abs(delta[:, self.knee])) * o["joint_deviation_knee_scale"],
-            "joint_deviation_hip": hip * o["joint_deviation_hip_scale"],
-            "dof_pos_limits": _sum(limits) * o["dof_pos_limits_scale"],
-            "pose": _sum(delta * delta * POSE_WEIGHTS) * o["pose_scale"],
-            "feet_distance": np.clip(FEET_DISTANCE_MIN - feet_distance, 0.0, FEET_DISTANCE_MAX_COST) * o["feet_distance_scale"],
-        }
 
     # --- observations --------------------------------------------------------------------------
     def _read(self, ids: np.ndarray | None) -> dict[str, np.ndarray]:
@@ -516,3 +460,91 @@ class T1Joystick(PlaygroundPort):
             axis=1,
         )
         return np.concatenate([state, privileged], axis=1)
+
+
+# --- rewards ----------------------------------------------------------------------------------
+def reward_terms(
+    task: T1Joystick, r: dict[str, np.ndarray], actions: np.ndarray, first_contact: np.ndarray, contact: np.ndarray, terminated: np.ndarray
+) -> dict[str, np.ndarray]:
+    """t1.h ComputeRewards: each term times its scale (the sum's dt comes later), in REWARD_TERMS'
+    order; `r` is what `task` read of its physics this step."""
+    terms = {
+        **_body_terms(task, r, actions, terminated),
+        **_feet_terms(task, r, first_contact, contact),
+        **_joint_terms(task, r),
+    }
+    return {name: terms[name] for name in REWARD_TERMS}
+
+
+def _body_terms(task: T1Joystick, r: dict[str, np.ndarray], actions: np.ndarray, terminated: np.ndarray) -> dict[str, np.ndarray]:
+    """The terms of the base's motion, the actuators' effort, staying alive and self-collision."""
+    o, s, cmd = task.options, r["sensordata"], task.command
+    local_linvel, gyro, up = task._sensor(s, "local_linvel"), task._sensor(s, "gyro"), task._sensor(s, "upvector")
+    qd, qdd, force = r["qvel"][:, 6 : 6 + NU], r["qacc"][:, 6 : 6 + NU], r["actuator_force"][:, :NU]
+    lin_x, lin_y = (cmd[:, 0] - local_linvel[:, 0]) ** 2, (cmd[:, 1] - local_linvel[:, 1]) ** 2
+    yaw_error = cmd[:, 2] - gyro[:, 2]
+    base_height = r["qpos"][:, 2] - o["base_height_target"]
+    action_delta = actions - task.last_act
+    return {
+        "tracking_lin_vel": _libm(math.exp, -(lin_x + lin_y) / o["tracking_sigma"]) * o["tracking_lin_vel_scale"],
+        "tracking_ang_vel": _libm(math.exp, -(yaw_error * yaw_error) / o["tracking_sigma"]) * o["tracking_ang_vel_scale"],
+        "lin_vel_z": local_linvel[:, 2] * local_linvel[:, 2] * o["lin_vel_z_scale"],
+        "ang_vel_xy": (gyro[:, 0] * gyro[:, 0] + gyro[:, 1] * gyro[:, 1]) * o["ang_vel_xy_scale"],
+        "orientation": (up[:, 0] * up[:, 0] + up[:, 1] * up[:, 1]) * o["orientation_scale"],
+        "base_height": base_height * base_height * o["base_height_scale"],
+        "torques": _sum(np.abs(force)) * o["torques_scale"],
+        "action_rate": _sum(action_delta * action_delta) * o["action_rate_scale"],
+        "energy": _sum(np.abs(qd) * np.abs(force)) * o["energy_scale"],
+        "dof_acc": _sum(qdd * qdd) * o["dof_acc_scale"],
+        "dof_vel": _sum(qd * qd) * o["dof_vel_scale"],
+        "alive": np.full(task.num_envs, o["alive_scale"]),
+        "termination": terminated.astype(np.float64) * o["termination_scale"],
+        "collision": (s[:, task.feet_collision] > 0.0).astype(np.float64) * o["collision_scale"],
+    }
+
+
+def _feet_terms(task: T1Joystick, r: dict[str, np.ndarray], first_contact: np.ndarray, contact: np.ndarray) -> dict[str, np.ndarray]:
+    """The feet's terms: clearance, air time, slip, swing height, the gait clock, their distance."""
+    o, s = task.options, r["sensordata"]
+    global_linvel = task._sensor(s, "global_linvel")
+    feet_vel, feet_z = s[:, task.feet_linvel], r["feet_pos"][..., 2]  # [n, feet, xyz], [n, feet]
+    vel_norm = np.sqrt(np.sqrt(feet_vel[..., 0] * feet_vel[..., 0] + feet_vel[..., 1] * feet_vel[..., 1]))
+    height = o["max_foot_height"]
+    clearance = np.abs(feet_z - height) * vel_norm
+    height_error = task.swing_peak / height - 1.0
+    feet_height = height_error * height_error * first_contact
+    phase_error = feet_z - _foot_phase_target(task.phase, height)
+    body_speed = np.sqrt(global_linvel[:, 0] * global_linvel[:, 0] + global_linvel[:, 1] * global_linvel[:, 1])
+    air_time = np.where(first_contact, np.minimum(task.feet_air_time - AIR_TIME_START_S, AIR_TIME_MAX_S), 0.0)
+    air_time = np.where(_norm3(task.command) <= AIR_TIME_MIN_COMMAND, 0.0, _sum(air_time))
+
+    imu_xmat = r["imu_xmat"]
+    base_yaw = _libm(math.atan2, imu_xmat[:, 3], imu_xmat[:, 0])
+    left, right = r["feet_pos"][:, 0], r["feet_pos"][:, 1]
+    sideways = _libm(math.cos, base_yaw) * (left[:, 1] - right[:, 1]) - _libm(math.sin, base_yaw) * (left[:, 0] - right[:, 0])
+    feet_distance = np.abs(sideways)
+    return {
+        "feet_clearance": _sum(clearance) * o["feet_clearance_scale"],
+        "feet_air_time": air_time * o["feet_air_time_scale"],
+        "feet_slip": body_speed * contact.sum(axis=1) * o["feet_slip_scale"],
+        "feet_height": _sum(feet_height) * o["feet_height_scale"],
+        "feet_phase": _libm(math.exp, -_sum(phase_error * phase_error) / PHASE_REWARD_WIDTH) * o["feet_phase_scale"],
+        "feet_distance": np.clip(FEET_DISTANCE_MIN - feet_distance, 0.0, FEET_DISTANCE_MAX_COST) * o["feet_distance_scale"],
+    }
+
+
+def _joint_terms(task: T1Joystick, r: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The joints' terms: standing still, the knees' and hips' deviation, the limits, the pose."""
+    o, cmd = task.options, task.command
+    q = r["qpos"][:, 7 : 7 + NU]
+    delta = q - task.default_pose
+    hip = np.where(np.abs(cmd[:, 1]) <= HIP_MIN_SIDEWAYS_COMMAND, 0.0, _sum(np.abs(delta[:, task.hip])))
+    below, above = np.maximum(task.soft_lowers - q, 0.0), np.maximum(q - task.soft_uppers, 0.0)
+    limits = np.stack([below, above], axis=2).reshape(task.num_envs, 2 * NU)  # lower then upper, joint by joint
+    return {
+        "stand_still": np.where(_norm3(cmd) < STAND_STILL_COMMAND, _sum(np.abs(delta)), 0.0) * o["stand_still_scale"],
+        "joint_deviation_knee": _sum(np.abs(delta[:, task.knee])) * o["joint_deviation_knee_scale"],
+        "joint_deviation_hip": hip * o["joint_deviation_hip_scale"],
+        "dof_pos_limits": _sum(limits) * o["dof_pos_limits_scale"],
+        "pose": _sum(delta * delta * POSE_WEIGHTS) * o["pose_scale"],
+    }
