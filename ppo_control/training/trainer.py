@@ -20,12 +20,12 @@ import torch
 from omegaconf import DictConfig
 
 from ppo_control.config.errors import NonFiniteError, UserError
-from ppo_control.envs import check_run, make_vec_env, usable_cores
+from ppo_control.envs import VecEnv, check_run, make_vec_env, usable_cores
 from ppo_control.envs.observations import needs_privileged
 from ppo_control.envs.randomization import Randomization
 from ppo_control.rendering.video import record_run_videos, video_directory
 from ppo_control.rl.device_rollout import DeviceRolloutCollector
-from ppo_control.rl.distributed import init_distributed
+from ppo_control.rl.distributed import Distributed, init_distributed
 from ppo_control.rl.evaluation import EVAL_SEED_OFFSET, eval_randomization, evaluate_episodes, make_eval_envs
 from ppo_control.rl.ppo import PPOLearner, explained_variance, prepare_batch
 from ppo_control.rl.rollout import NonFiniteEnvOutput, Rollout, RolloutCollector
@@ -37,7 +37,7 @@ from ppo_control.training.metrics import MetricsLogger, NullLogger
 from ppo_control.training.run_state import Progress
 
 RANK_SEED_STRIDE = 7919  # spreads the per-rank action-sampling seeds apart
-MULTITHREAD_MINIBATCH = 512  # smaller minibatches update on one thread (see Trainer.__init__)
+MULTITHREAD_MINIBATCH = 512  # smaller minibatches update on one thread (see thread_counts)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -111,6 +111,44 @@ class StopSignals:
         self._say(f"{signal.Signals(signum).name}: finishing this update, then saving a checkpoint (Ctrl-C again to stop at once)")
 
 
+def thread_counts(cfg: DictConfig) -> tuple[int, int]:
+    """(torch threads while collecting, while updating). torch_threads=0: one thread while
+    collecting (the env workers have the cores then; one small forward pass gains nothing from more),
+    every core for the update unless its minibatches are small (small updates ran faster on one
+    thread; docs/training.md, Speed)."""
+    minibatch_size = cfg.env.n_envs * cfg.ppo.rollout_steps // cfg.ppo.minibatches
+    collect = cfg.torch_threads or 1
+    update = cfg.torch_threads or (1 if minibatch_size < MULTITHREAD_MINIBATCH else usable_cores())
+    return collect, update
+
+
+def make_collector(
+    cfg: DictConfig, envs: VecEnv, policy: torch.nn.Module, device: torch.device
+) -> RolloutCollector | DeviceRolloutCollector:
+    """The rollout collector of `envs`: envs that simulate on the training device get the collector
+    that keeps the rollout there."""
+    collector_type = DeviceRolloutCollector if envs.capabilities.device_resident else RolloutCollector
+    return collector_type(
+        envs,
+        policy,
+        cfg.ppo.rollout_steps,
+        cfg.ppo.gamma,
+        cfg.normalize.reward_clip,
+        cfg.normalize.reward,
+        device,
+        cfg.policy.rnn_sequence_length,
+    )
+
+
+def decide_together(dist: Distributed, stop: bool, save_due: bool, evaluated: float | None) -> tuple[bool, bool, float | None]:
+    """(stop now, refresh last.pt now, this update's evaluation return), the same on every rank of
+    `dist` (a signal may reach one rank only; rank 0 alone evaluates): each is the ranks' maximum."""
+    flags = dist.all_reduce(
+        torch.tensor([float(stop), float(save_due), -math.inf if evaluated is None else evaluated], dtype=torch.float64), "max"
+    )
+    return bool(flags[0]), bool(flags[1]), None if flags[2] == -math.inf else float(flags[2])
+
+
 def load_initial_policy(init_from: str) -> dict[str, Any]:
     """The checkpoint `init_from` names (a run directory's last.pt, or a file), read before anything
     of the new run is claimed or built."""
@@ -156,12 +194,7 @@ class Trainer:
         if resume_state is None:
             self.dist.on_main_then_share(lambda: claim_run_dir(cfg))
             cfg.run_dir = self.dist.broadcast_object(cfg.run_dir)  # rank 0's timestamp names the run
-        # torch_threads=0: one thread while collecting (the env workers have the cores then; one
-        # small forward pass gains nothing from more), every core for the update unless its
-        # minibatches are small (small updates ran faster on one thread; docs/training.md, Speed).
-        minibatch_size = cfg.env.n_envs * cfg.ppo.rollout_steps // cfg.ppo.minibatches
-        self.collect_threads = cfg.torch_threads or 1
-        self.update_threads = cfg.torch_threads or (1 if minibatch_size < MULTITHREAD_MINIBATCH else usable_cores())
+        self.collect_threads, self.update_threads = thread_counts(cfg)
         torch.manual_seed(cfg.seed)  # identical initial weights on every rank
         np.random.seed(cfg.seed)
         self.generator = torch.Generator().manual_seed(cfg.seed + self.dist.rank)  # minibatch shuffling
@@ -184,18 +217,7 @@ class Trainer:
         if self.dist.enabled:
             torch.manual_seed(cfg.seed + RANK_SEED_STRIDE * self.dist.rank)  # each rank samples its own actions
         self.learner = PPOLearner(self.policy, cfg.ppo, cfg.total_steps, self.generator, self.dist, compiled=bool(cfg.ppo.compile))
-        # Envs that simulate on the training device get the collector that keeps the rollout there.
-        collector_type = DeviceRolloutCollector if self.envs.capabilities.device_resident else RolloutCollector
-        self.collector = collector_type(
-            self.envs,
-            self.policy,
-            cfg.ppo.rollout_steps,
-            cfg.ppo.gamma,
-            cfg.normalize.reward_clip,
-            cfg.normalize.reward,
-            self.device,
-            cfg.policy.rnn_sequence_length,
-        )
+        self.collector = make_collector(cfg, self.envs, self.policy, self.device)
         self.progress = Progress()
         self.eval_envs = None
         self.eval_randomization = eval_randomization(cfg)
@@ -251,7 +273,9 @@ class Trainer:
             periodic = next_checkpoint is not None and progress.step >= next_checkpoint
             if periodic:
                 next_checkpoint = self._next_multiple(cfg.checkpoint.every_steps)
-            stopping, save_due, evaluated = self._decide_together(max_updates is not None and updates_this_call >= max_updates, evaluated)
+            stop = self.stop.requested or (max_updates is not None and updates_this_call >= max_updates)
+            save_due = time.monotonic() - self._last_saved >= cfg.checkpoint.save_last_seconds
+            stopping, save_due, evaluated = decide_together(self.dist, stop, save_due, evaluated)
             best = evaluated is not None and progress.record_evaluation(evaluated)  # before the state is captured
             saving = periodic or finished or stopping or save_due or best
             # The state is captured before the row is logged (capturing reads the envs, which can fail:
@@ -313,22 +337,6 @@ class Trainer:
                 f"non-finite {exc.what} from sub-env {exc.env_index}{rank} of {self.cfg.env.id} at step ~{step:,} "
                 f"(update {self.progress.update + 1}); training stopped, the last checkpoint is kept"
             ) from None
-
-    def _decide_together(self, max_updates_reached: bool, evaluated: float | None) -> tuple[bool, bool, float | None]:
-        """(stop now, refresh last.pt now, this update's evaluation return), the same on every rank
-        (a signal may reach one rank only; rank 0 alone evaluates)."""
-        flags = self.dist.all_reduce(
-            torch.tensor(
-                [
-                    float(self.stop.requested or max_updates_reached),
-                    float(time.monotonic() - self._last_saved >= self.cfg.checkpoint.save_last_seconds),
-                    -math.inf if evaluated is None else evaluated,
-                ],
-                dtype=torch.float64,
-            ),
-            "max",
-        )
-        return bool(flags[0]), bool(flags[1]), None if flags[2] == -math.inf else float(flags[2])
 
     def _announce(self) -> None:
         cfg = self.cfg
