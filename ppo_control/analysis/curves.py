@@ -1,14 +1,6 @@
-"""What `python -m ppo_control.plot` runs (its usage and help: ppo_control/plot.py).
-
-Learning curves from runs' metrics.jsonl, one subplot per task: per experiment, every seed's
-deterministic evaluation return (thin, faint), its mean over the seeds (thick) and the mean training
-episode return (dotted), with the task's published returns from configs/references.yaml as dashed,
-labelled horizontal lines. A single run also gets a diagnostics figure (approx KL, clip fraction,
-entropy, explained variance, learning rate, steps/s). Headless: figures are drawn with matplotlib's
-Figure API (Agg), never pyplot, so importing this module does not touch a caller's matplotlib backend.
-
-Run discovery, grouping, the wall-clock timeline and the published references live here too;
-benchmark.py reuses them.
+"""Learning curves, as `python -m ppo_control.plot` draws them (the command's usage and
+description: ppo_control/plot.py); run discovery, grouping, the wall-clock timeline and the
+published references live here too, and the benchmark suite (analysis/suite.py) reuses them.
 """
 
 from __future__ import annotations

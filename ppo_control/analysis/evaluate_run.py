@@ -1,9 +1,6 @@
-"""What `python -m ppo_control.evaluate` runs (its usage and help: ppo_control/evaluate.py).
-
-Rolls out the trained policy (mean action by default, normalizer frozen, raw rewards), prints a
-table and writes <run_dir>/eval.json. The checkpoint and its statistics are only ever read. The robot
-is the nominal one (or the run's own eval.randomize setting); `randomize.*` keys evaluate under
-chosen perturbations, starting from the run's training randomization with eval.randomize=true.
+"""A run's evaluation, as `python -m ppo_control.evaluate` and `ppo_control.evaluate()` run it
+(the command's usage and description: ppo_control/evaluate.py): `evaluate_run` plays the
+episodes, writes <run>/eval.json and returns its content; `main` prints it.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
-"""What `python -m ppo_control.robustness` runs (its usage and help: ppo_control/robustness.py).
-
-Evaluates a run's deterministic policy over a grid of perturbations of the robot: every body mass
-scale x every friction scale (no delay), and every action delay (nominal mass and friction). Each
-cell is an evaluation with fixed scales (randomize.body_mass=[m,m], randomize.friction=[f,f],
-randomize.action_delay=[d,d]) on the run's own evaluation seeds, so the (1, 1, 0) cell is the
-nominal evaluation. A robot with a MuJoCo reference (envpool cannot change its model) is evaluated
-on the reference instead, through its controller contract as `sim2sim` drives it, with the delay as
-latency; its cells add the fall rate and the tracking error. Writes into <run_dir>/robustness/:
-robustness.csv (one row per cell), robustness.md (the grids and a summary: nominal, worst cell,
-mean over cells) and robustness.png (mass x friction heatmap beside return against delay).
+"""A run's return over a grid of perturbations, as `python -m ppo_control.robustness` and
+`ppo_control.robustness()` run it (the command's usage and description: ppo_control/robustness.py):
+the cells, their evaluation (through the controller contract where the robot has a MuJoCo
+reference) and the CSV, markdown and figure written into <run>/robustness/.
 """
 
 from __future__ import annotations
@@ -26,7 +19,7 @@ from ppo_control.config.errors import UserError
 from ppo_control.runs.layout import checkpoint_to_load
 
 OUT_DIR = "robustness"  # inside the run directory
-CSV_FILE = "robustness.csv"  # one row per cell (benchmarks/robustness_suite.py reads it back)
+CSV_FILE = "robustness.csv"  # one row per cell (benchmarks/scores/robustness_suite.py reads it back)
 MARKDOWN_FILE = "robustness.md"
 PLOT_FILE = "robustness.png"
 

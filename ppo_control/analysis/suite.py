@@ -1,13 +1,6 @@
-"""What `python -m ppo_control.benchmark` runs (its usage and help: ppo_control/benchmark.py).
-
-Trains every (task, seed), seeds first_seed..first_seed+seeds-1, as its own `python -m ppo_control.train` process,
-`jobs` at a time, into <out>/runs/<task>/s<seed> (its output goes to <out>/runs/<task>/s<seed>.log),
-each on its own share of the CPU cores (jobs=2 on 8 cores: 4 each),
-then writes results.csv, runs.csv, results.md, learning_curves.png and learning_curves_time.png
-into <out>: per task the worst, median and mean of the seeds' final evaluations, each seed's, and the
-published returns of configs/references.yaml beside them. Running the same command again skips
-finished runs and resumes interrupted ones, so a long benchmark can be stopped (Ctrl-C: every
-training checkpoints first) and continued at will.
+"""The benchmark suite, as `python -m ppo_control.benchmark` runs it (the command's usage and
+description: ppo_control/benchmark.py): the jobs, their share of the cores, resuming finished
+and interrupted runs, and the results tables and figures.
 """
 
 from __future__ import annotations

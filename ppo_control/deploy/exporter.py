@@ -1,9 +1,7 @@
-"""What `python -m ppo_control.export` runs (its usage and help: ppo_control/export.py).
-
-Writes the deterministic policy of a run (normalizer + actor + action clipping, see deploy.py) as
-a file that loads without ppo_control: TorchScript for libtorch/C++ controllers, or ONNX. The file
-is checked against the training policy before it is put in place, and an existing file is never
-replaced unless overwrite=true.
+"""Writing a run's policy as a file a controller loads, as `python -m ppo_control.export` and
+`ppo_control.export()` run it (the command's usage and description: ppo_control/export.py):
+the metadata (the controller's contract), the probe episodes the written file is checked against,
+and the atomic write.
 """
 
 from __future__ import annotations

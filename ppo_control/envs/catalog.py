@@ -1,11 +1,5 @@
-"""What `python -m ppo_control.tasks` runs (its usage and help: ppo_control/tasks.py).
-
-Lists the shipped tasks, one row per file in tasks/: the task name (what `task=` takes), its
-environment id, the backend that describes it (its reference), its observation groups with their
-sizes (`policy`, and `privileged` where the env provides it), the action size, and the control
-period dt (simulated seconds per env step, i.e. per policy action), as the task's reference backend
-describes it (`envs.describe_task`: one env built from the composed task config, env.kwargs
-included, and closed again). Takes no arguments.
+"""The shipped tasks as `python -m ppo_control.tasks` and `ppo_control.list_tasks()` list them
+(the command's usage and description: ppo_control/tasks.py).
 """
 
 from __future__ import annotations
