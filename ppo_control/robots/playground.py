@@ -534,20 +534,36 @@ def _command_ranges(config: Mapping[str, Any], names: tuple[str, ...]) -> dict[s
     return {name: [float(config[f"{key}_min"]), float(config[f"{key}_max"])] for name, key in zip(names, keys)}
 
 
+Fields = tuple[dict[str, Any], dict[str, str]]  # (metadata fields, where each came from)
+
+
 def controller_fields(task: RobotTask, spec_config: Mapping[str, Any]) -> dict[str, Any]:
     """The export metadata a controller needs, JSON-able, from `task` and the envpool spec's resolved
     config (envpool.make_spec(env_id, **kwargs).config._asdict(), so a user's kp or action_scale is
-    the one reported). What the spec does not hold is read from the model the C++ loads."""
+    the one reported). What the spec does not hold is read from the model the C++ loads. `sources`
+    says where each field came from."""
     config = dict(spec_config)
     model = load_model(task, str(config["base_path"]))
     qpos_adr, dof_adr = _actuated_joints(model, task)
+    fields: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for part_fields, part_sources in (
+        _timing_fields(task, config),
+        _pose_fields(task, model, qpos_adr),
+        _gain_fields(task, config, model, dof_adr),
+        _limit_fields(model),
+        _task_fields(task, config, model),
+    ):
+        fields.update(part_fields)
+        sources.update(part_sources)
+    fields["sources"] = sources
+    return fields
+
+
+def _timing_fields(task: RobotTask, config: dict[str, Any]) -> Fields:
+    """The task's names and layout, the action's scale and the control and physics periods."""
     ctrl_dt, sim_dt = float(config["ctrl_dt"]), float(config["sim_dt"])
-    sources: dict[str, str] = {
-        "action_scale": "spec config action_scale",
-        "control_period_s": "spec config ctrl_dt",
-        "sim_period_s": "spec config sim_dt (the C++ writes it into opt.timestep)",
-    }
-    fields: dict[str, Any] = {
+    fields = {
         "task": task.name,
         "env_id": task.env_id,
         "joint_names": list(task.joint_names),
@@ -559,14 +575,30 @@ def controller_fields(task: RobotTask, spec_config: Mapping[str, Any]) -> dict[s
         "command_names": list(task.command_names),
         "frame_stack": int(config.get("frame_stack", 1)),
     }
+    sources = {
+        "action_scale": "spec config action_scale",
+        "control_period_s": "spec config ctrl_dt",
+        "sim_period_s": "spec config sim_dt (the C++ writes it into opt.timestep)",
+    }
+    return fields, sources
+
+
+def _pose_fields(task: RobotTask, model, qpos_adr: np.ndarray) -> Fields:
+    """The default pose and the initial PD targets, from the model's keyframes the C++ reads."""
+    fields: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     if task.default_keyframe:
         fields["default_pose"] = [float(v) for v in model.key(task.default_keyframe).qpos[qpos_adr]]
         sources["default_pose"] = f"the model's '{task.default_keyframe}' keyframe qpos (the C++ reads the same keyframe)"
     if task.initial_target_keyframe:
         fields["initial_target"] = [float(v) for v in model.key(task.initial_target_keyframe).ctrl]
         sources["initial_target"] = f"the model's '{task.initial_target_keyframe}' keyframe ctrl (Reset copies it into ctrl)"
+    return fields, sources
 
-    # Every actuator is a position servo: force = kp * (target - q) + biasprm[2] * qdot.
+
+def _gain_fields(task: RobotTask, config: dict[str, Any], model, dof_adr: np.ndarray) -> Fields:
+    """kp and kd of the PD loop the policy was trained with; every actuator is a position servo:
+    force = kp * (target - q) + biasprm[2] * qdot."""
     gain, bias = model.actuator_gainprm[:, 0], model.actuator_biasprm[:, :3]
     if not (np.all(bias[:, 0] == 0.0) and np.allclose(bias[:, 1], -gain)):
         raise ValueError(f"{task.name}: an actuator of the model is not a position servo")
@@ -574,18 +606,30 @@ def controller_fields(task: RobotTask, spec_config: Mapping[str, Any]) -> dict[s
     if task.gains_from == "spec":
         kp = np.full(model.nu, float(config["kp"]))
         joint_damping = np.full(model.nu, float(config["kd"]))
-        sources["kp"] = "spec config kp (the C++ writes it into every actuator's gainprm[0] and -biasprm[1])"
-        sources["kd"] = "spec config kd (the C++ writes it into every joint's dof_damping) + the MJCF actuators' -biasprm[2]"
+        sources = {
+            "kp": "spec config kp (the C++ writes it into every actuator's gainprm[0] and -biasprm[1])",
+            "kd": "spec config kd (the C++ writes it into every joint's dof_damping) + the MJCF actuators' -biasprm[2]",
+        }
     else:
         kp, joint_damping = gain, model.dof_damping[dof_adr]
-        sources["kp"] = "the MJCF actuators' gainprm[0] (the C++ keeps the model's gains)"
-        sources["kd"] = "the MJCF joints' dof_damping + the MJCF actuators' -biasprm[2]"
-    fields["kp"] = _compact(kp)
+        sources = {
+            "kp": "the MJCF actuators' gainprm[0] (the C++ keeps the model's gains)",
+            "kd": "the MJCF joints' dof_damping + the MJCF actuators' -biasprm[2]",
+        }
     # The velocity gain the policy was trained with is the joints' (passive, implicit) damping plus
     # the actuators' own velocity term; both are given apart as well.
-    fields["kd"] = _compact(joint_damping + actuator_damping)
-    fields["kd_parts"] = {"joint_damping": _compact(joint_damping), "actuator_damping": _compact(actuator_damping)}
+    fields = {
+        "kp": _compact(kp),
+        "kd": _compact(joint_damping + actuator_damping),
+        "kd_parts": {"joint_damping": _compact(joint_damping), "actuator_damping": _compact(actuator_damping)},
+    }
+    return fields, sources
 
+
+def _limit_fields(model) -> Fields:
+    """The actuators' control range and the torque limits, where the model has them."""
+    fields: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     if np.any(model.actuator_ctrllimited):
         fields["ctrl_range"] = _ranges(model.actuator_ctrlrange)
         sources["ctrl_range"] = "the MJCF actuators' ctrlrange"
@@ -595,7 +639,14 @@ def controller_fields(task: RobotTask, spec_config: Mapping[str, Any]) -> dict[s
     elif np.any(model.jnt_actfrclimited[model.actuator_trnid[:, 0]]):
         fields["torque_limits"] = _ranges(model.jnt_actfrcrange[model.actuator_trnid[:, 0]])
         sources["torque_limits"] = "the MJCF joints' actuatorfrcrange"
+    return fields, sources
 
+
+def _task_fields(task: RobotTask, config: dict[str, Any], model) -> Fields:
+    """What the observation holds besides the physics: the last action, the command's ranges, the
+    gait clock, and where each observed quantity is read."""
+    fields: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     if any(name.startswith("last_action:") for names in task.groups.values() for name in names):
         fields["last_action"] = "the action sent before the most recent one (the C++ writes the observation before storing the action)"
     if task.command_names:
@@ -614,8 +665,7 @@ def controller_fields(task: RobotTask, spec_config: Mapping[str, Any]) -> dict[s
     if observed:
         fields["observation_sources"] = observed
         sources["observation_sources"] = "the C++ constructor's SensorAdr / site ids and its FillObs / UpdateObs"
-    fields["sources"] = sources
-    return fields
+    return fields, sources
 
 
 def quantity(element: str) -> str:
