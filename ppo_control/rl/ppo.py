@@ -229,6 +229,57 @@ def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
         group["lr"] = lr
 
 
+# The diagnostics an update averages over its minibatches, in the order minibatch_loss returns the
+# first four (the KL comes after the gradients' all-reduce).
+UPDATE_STATS = ("policy_loss", "value_loss", "entropy", "clip_fraction", "approx_kl")
+
+
+@dataclass(frozen=True)
+class UpdateSettings:
+    """The `ppo` numbers a minibatch uses, read once per update: a config lookup costs more than a
+    small minibatch's arithmetic around it."""
+
+    clip_range: float
+    vf_coef: float
+    ent_coef: float  # this update's entropy bonus (a schedule's value, or ppo.ent_coef)
+    value_clip: float | None  # clip_range with ppo.clip_value_loss, else None
+    max_grad_norm: float  # inf without ppo.max_grad_norm
+    kl_limit: float | None  # kl_stop_threshold's
+    normalize_minibatches: bool  # ppo.normalize_adv over each minibatch's own mean and std
+
+    @classmethod
+    def of(cls, hp, ent_coef: float | None = None) -> UpdateSettings:
+        """`hp` is the `ppo` config section; `ent_coef` defaults to `hp.ent_coef`."""
+        clip_range = float(hp.clip_range)
+        return cls(
+            clip_range=clip_range,
+            vf_coef=float(hp.vf_coef),
+            ent_coef=float(hp.ent_coef if ent_coef is None else ent_coef),
+            value_clip=clip_range if hp.clip_value_loss else None,
+            max_grad_norm=float(hp.max_grad_norm) if hp.max_grad_norm is not None else float("inf"),
+            kl_limit=kl_stop_threshold(hp.lr_schedule, hp.target_kl),
+            normalize_minibatches=hp.normalize_adv and hp.normalize_adv_over == "minibatch",
+        )
+
+
+def _non_finite_loss(diagnostics: torch.Tensor, epoch: int, minibatch: int) -> NonFiniteError:
+    policy_loss, v_loss, entropy_mean = diagnostics[:3].tolist()
+    return NonFiniteError(
+        f"non-finite loss (policy {policy_loss:.4g}, value {v_loss:.4g}, entropy {entropy_mean:.4g}) "
+        f"at epoch {epoch}, minibatch {minibatch}; the parameters were not changed by it"
+    )
+
+
+def _clipped_step(optimizer: torch.optim.Optimizer, params: list[nn.Parameter], max_norm: float, epoch: int, minibatch: int) -> float:
+    """Clip the gradients' norm to `max_norm` and take the optimizer step; returns the norm before
+    clipping. A non-finite norm stops the update before the step."""
+    grad_norm = float(nn.utils.clip_grad_norm_(params, max_norm))
+    if not math.isfinite(grad_norm):
+        raise NonFiniteError(f"non-finite gradient norm at epoch {epoch}, minibatch {minibatch}; the step was not taken")
+    optimizer.step()
+    return grad_norm
+
+
 def ppo_update(
     policy: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -249,67 +300,46 @@ def ppo_update(
     minibatches evaluated.
     """
     sync = sync or Distributed()
-    batch_size = len(batch)
-    normalize_minibatches = hp.normalize_adv and hp.normalize_adv_over == "minibatch"
     if hp.normalize_adv and hp.normalize_adv_over == "batch":
         # One mean and std for the whole rollout: a small minibatch's own are noisy estimates, and
         # centring on a minibatch's mean can turn an action that was worse than the rollout's average
         # into one that is reinforced.
         batch = replace(batch, advantages=standardize(batch.advantages))
-    kl_limit = kl_stop_threshold(hp.lr_schedule, hp.target_kl)
-    # Read once: a config lookup costs more than a small minibatch's arithmetic around it.
-    clip_range, vf_coef = float(hp.clip_range), float(hp.vf_coef)
-    value_clip = clip_range if hp.clip_value_loss else None
-    max_norm = float(hp.max_grad_norm) if hp.max_grad_norm is not None else float("inf")
-    ent_coef = float(hp.ent_coef if ent_coef is None else ent_coef)
+    s = UpdateSettings.of(hp, ent_coef)
     params = [p for p in policy.parameters() if p.requires_grad]
 
     # Diagnostics are summed as tensors and read once at the end: no host sync per minibatch for
     # them (on a GPU each float() would stall the pipeline).
-    stat_names = ("policy_loss", "value_loss", "entropy", "clip_fraction", "approx_kl")
-    totals = torch.zeros(len(stat_names), device=batch.obs.device)
+    totals = torch.zeros(len(UPDATE_STATS), device=batch.obs.device)
     grad_norm_total, minibatches_seen, steps_taken, epochs_run, stopped_early = 0.0, 0, 0, 0, False
     for _epoch in range(hp.epochs):
         epochs_run += 1
         # One gather per epoch into shuffled order, then contiguous slices: a gather per tensor per
         # minibatch would cost more than the small networks' forward pass.
-        order = torch.randperm(batch_size, generator=generator).to(batch.obs.device)
+        order = torch.randperm(len(batch), generator=generator).to(batch.obs.device)
         for mb in batch.subset(order).minibatches(hp.minibatches):
-            loss, diagnostics, kl = loss_fn(policy, mb, clip_range, vf_coef, ent_coef, value_clip, normalize_minibatches)
+            loss, diagnostics, kl = loss_fn(policy, mb, s.clip_range, s.vf_coef, s.ent_coef, s.value_clip, s.normalize_minibatches)
             totals[:4] += diagnostics
             minibatches_seen += 1
             if not torch.isfinite(loss):
-                policy_loss, v_loss, entropy_mean = diagnostics[:3].tolist()
-                raise NonFiniteError(
-                    f"non-finite loss (policy {policy_loss:.4g}, value {v_loss:.4g}, entropy {entropy_mean:.4g}) "
-                    f"at epoch {epochs_run}, minibatch {minibatches_seen}; the parameters were not changed by it"
-                )
+                raise _non_finite_loss(diagnostics, epochs_run, minibatches_seen)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             # One all-reduce carries the gradients and this minibatch's KL, so every rank sees the
             # same averaged KL and stops (or steps) together. Single process: a no-op.
             kl = sync.average_gradients(params, kl.reshape(1))[0]
             totals[4] += kl
-            if kl_limit is not None and float(kl) > kl_limit:
+            if s.kl_limit is not None and float(kl) > s.kl_limit:
                 stopped_early = True
                 break
-            grad_norm = float(nn.utils.clip_grad_norm_(params, max_norm))
-            if not math.isfinite(grad_norm):
-                raise NonFiniteError(
-                    f"non-finite gradient norm at epoch {epochs_run}, minibatch {minibatches_seen}; the step was not taken"
-                )
-            grad_norm_total += grad_norm
-            optimizer.step()
+            grad_norm_total += _clipped_step(optimizer, params, s.max_grad_norm, epochs_run, minibatches_seen)
             steps_taken += 1
         if stopped_early:
             break
 
-    stats = {key: float(value) / minibatches_seen for key, value in zip(stat_names, totals.tolist())}
+    stats = {key: float(value) / minibatches_seen for key, value in zip(UPDATE_STATS, totals.tolist())}
     stats["grad_norm"] = grad_norm_total / steps_taken if steps_taken else 0.0
-    stats["epochs_run"] = epochs_run
-    stats["optimizer_steps"] = steps_taken
-    stats["kl_early_stop"] = stopped_early
-    return stats
+    return {**stats, "epochs_run": epochs_run, "optimizer_steps": steps_taken, "kl_early_stop": stopped_early}
 
 
 def _adam(parameters: list[nn.Parameter], learning_rate: float) -> torch.optim.Adam:
