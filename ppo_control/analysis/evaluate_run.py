@@ -6,14 +6,21 @@ episodes, writes <run>/eval.json and returns its content; `main` prints it.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from ppo_control.config import ConfigError, EvaluateArgs, evaluation_randomize_section, parse_command_args
 from ppo_control.config.errors import UserError
+from ppo_control.envs import backend_of
 from ppo_control.envs.joystick import RESPONSE_MIN_COMMAND
+from ppo_control.envs.observations import needs_privileged
+from ppo_control.envs.randomization import Randomization
 from ppo_control.runs.layout import checkpoint_to_load
+
+if TYPE_CHECKING:  # annotations only: both load torch
+    from ppo_control.rl.evaluation import Evaluation
+    from ppo_control.runs.directory import LoadedRun
 
 EVAL_FILE = "eval.json"
 
@@ -23,11 +30,9 @@ def evaluate_run(args: DictConfig) -> dict[str, Any]:
     if args.episodes < 1:
         raise ConfigError(f"evaluate: episodes={args.episodes} is not allowed: episodes must be >= 1")
     checkpoint = checkpoint_to_load(args.run, args.checkpoint)
-    import torch  # heavy imports after the arguments and paths check out
+    # torch and what loads it only now: a wrong argument or run path is refused in one line without them
+    import torch
 
-    from ppo_control.envs import backend_of
-    from ppo_control.envs.observations import needs_privileged
-    from ppo_control.envs.randomization import Randomization
     from ppo_control.rendering.video import check_can_record, record_run_videos
     from ppo_control.rl.evaluation import EVAL_SEED_OFFSET, evaluate_episodes, make_eval_envs
     from ppo_control.runs.checkpoint import atomic_write
@@ -49,20 +54,35 @@ def evaluate_run(args: DictConfig) -> dict[str, Any]:
         evaluation = evaluate_episodes(loaded.policy.to(device), envs, args.episodes, seed, device, deterministic=args.deterministic)
     finally:
         envs.close()
-    returns, lengths = evaluation.returns, evaluation.lengths
     videos = []
     if args.video:
         videos = record_run_videos(loaded.policy, cfg, loaded.name, step, seed, device, randomization, args.video_dir)
-    result = {
+    randomize = OmegaConf.to_container(section) if randomization else None
+    result = eval_result(args, loaded, seed, randomize, evaluation, videos)
+    path = loaded.run_dir / EVAL_FILE
+    try:
+        atomic_write(path, lambda tmp: tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror}") from None
+    return result
+
+
+def eval_result(
+    args: DictConfig, loaded: LoadedRun, seed: int, randomize: dict | None, evaluation: Evaluation, videos: list[str]
+) -> dict[str, Any]:
+    """eval.json's content: the run, the evaluation's settings (`randomize`: the randomize section
+    evaluated under, None for the nominal robot) and its results."""
+    returns, lengths = evaluation.returns, evaluation.lengths
+    return {
         "run": str(loaded.run_dir),
         "checkpoint": str(loaded.checkpoint_path),
-        "step": step,
-        "task": cfg.task,
-        "env_id": cfg.env.id,
+        "step": int(loaded.state["step"]),
+        "task": loaded.cfg.task,
+        "env_id": loaded.cfg.env.id,
         "episodes": args.episodes,
         "seed": seed,
         "deterministic": args.deterministic,
-        "randomize": OmegaConf.to_container(section) if randomization else None,
+        "randomize": randomize,
         "return_mean": float(returns.mean()),
         "return_std": float(returns.std()),
         "return_min": float(returns.min()),
@@ -77,12 +97,6 @@ def evaluate_run(args: DictConfig) -> dict[str, Any]:
         "lengths": lengths.tolist(),
         "videos": videos,
     }
-    path = loaded.run_dir / EVAL_FILE
-    try:
-        atomic_write(path, lambda tmp: tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"cannot write {path}: {exc.strerror}") from None
-    return result
 
 
 def main(argv: list[str]) -> None:
