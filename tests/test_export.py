@@ -385,10 +385,10 @@ def test_cli_prints_where_it_wrote_the_metadata_and_how_to_load(exports, expecte
 @pytest.mark.parametrize("activation", ["relu", "elu", "gelu", "silu"])
 def test_deployed_policy_scripts_for_every_activation(activation):
     from ppo_control.deploy.module import DeployedPolicy, to_torchscript
-    from ppo_control.rl.policy import ActorCritic
+    from ppo_control.rl.policy import ActorCritic, Inputs, Networks
 
     torch.manual_seed(0)
-    policy = ActorCritic(5, 2, np.array([-0.5, -2.0]), np.array([0.5, 2.0]), [16, 16], activation, obs_clip=3.0)
+    policy = ActorCritic(5, 2, np.array([-0.5, -2.0]), np.array([0.5, 2.0]), Networks([16, 16], activation), Inputs(obs_clip=3.0))
     policy.obs_normalizer.update(torch.randn(100, 5) * 4 + 2)
     policy.actor_mean[-1].weight.data.mul_(100)  # reach the action bounds
     scripted = to_torchscript(DeployedPolicy.from_actor_critic(policy, {"task": "unit"}))

@@ -44,7 +44,7 @@ def test_stacked_index_picks_the_groups_of_the_newest_frames():
 
 
 def make_policy(actor_history, critic_history, actor_index=None):
-    from ppo_control.rl.policy import ActorCritic
+    from ppo_control.rl.policy import ActorCritic, Inputs
 
     torch.manual_seed(0)
     policy = ActorCritic(
@@ -52,9 +52,7 @@ def make_policy(actor_history, critic_history, actor_index=None):
         action_dim=2,
         action_low=-np.ones(2),
         action_high=np.ones(2),
-        actor_index=actor_index,
-        actor_history=actor_history,
-        critic_history=critic_history,
+        inputs=Inputs(actor_index=actor_index, actor_history=actor_history, critic_history=critic_history),
     )
     policy.obs_normalizer.update(torch.randn(200, 3) * torch.tensor([1.0, 5.0, 0.1]) + torch.tensor([2.0, -1.0, 0.5]))
     return policy

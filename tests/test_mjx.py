@@ -107,12 +107,12 @@ def test_device_collector_stores_what_the_host_collector_stores(hopper, rnn):
     values, reward scaling in torch, one finiteness check per rollout) equals the host one, a
     recurrent policy's stored sequence states included."""
     from ppo_control.rl.device_rollout import DeviceRolloutCollector
-    from ppo_control.rl.policy import ActorCritic
+    from ppo_control.rl.policy import ActorCritic, Networks
     from ppo_control.rl.rollout import RolloutCollector
 
     torch.manual_seed(0)
     info = hopper.info
-    policy = ActorCritic(info.obs_dim, info.action_dim, info.action_low, info.action_high, log_std_init=0.0, rnn=rnn, rnn_size=8)
+    policy = ActorCritic(info.obs_dim, info.action_dim, info.action_low, info.action_high, Networks(log_std_init=0.0, rnn=rnn, rnn_size=8))
     policy.obs_normalizer.update(torch.randn(300, info.obs_dim) * 2 + 0.5)
     results = {}
     for name, collector_type in (("host", RolloutCollector), ("device", DeviceRolloutCollector)):

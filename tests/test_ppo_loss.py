@@ -6,7 +6,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from ppo_control.rl.policy import ActorCritic
+from ppo_control.rl.policy import ActorCritic, Inputs
 from ppo_control.rl.ppo import (
     Batch,
     PPOLearner,
@@ -113,7 +113,7 @@ def test_learner_applies_the_scheduled_entropy_bonus():
 
 def _setup(target_kl, lr=3e-4, epochs=4):
     torch.manual_seed(0)
-    policy = ActorCritic(3, 2, -torch.ones(2).numpy(), torch.ones(2).numpy(), normalize_obs=False)
+    policy = ActorCritic(3, 2, -torch.ones(2).numpy(), torch.ones(2).numpy(), inputs=Inputs(normalize_obs=False))
     n = 256
     obs, actions = torch.randn(n, 3), torch.randn(n, 2)
     with torch.no_grad():

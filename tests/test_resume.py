@@ -428,10 +428,10 @@ def test_nonfinite_loss_raises_before_touching_parameters():
     from omegaconf import OmegaConf
 
     from ppo_control.config.errors import NonFiniteError
-    from ppo_control.rl.policy import ActorCritic
+    from ppo_control.rl.policy import ActorCritic, Inputs
     from ppo_control.rl.ppo import Batch, ppo_update
 
-    policy = ActorCritic(3, 1, -torch.ones(1).numpy(), torch.ones(1).numpy(), normalize_obs=False)
+    policy = ActorCritic(3, 1, -torch.ones(1).numpy(), torch.ones(1).numpy(), inputs=Inputs(normalize_obs=False))
     n = 32
     obs, actions = torch.randn(n, 3), torch.randn(n, 1)
     with torch.no_grad():

@@ -13,7 +13,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from ppo_control.rl.policy import ActorCritic
+from ppo_control.rl.policy import ActorCritic, Inputs, Networks
 from ppo_control.rl.ppo import Batch, PPOLearner, approx_kl, clipped_surrogate, minibatch_loss, ppo_update, standardize, value_loss
 
 
@@ -62,7 +62,7 @@ def reference_update(policy, optimizer, batch, hp, generator, ent_coef):
 def _problem(rnn="none", n=256, sequence=8, **settings):
     """A small policy, one batch for it (flat, or whole sequences with `rnn`) and the ppo settings."""
     torch.manual_seed(0)
-    policy = ActorCritic(5, 2, -np.ones(2), np.ones(2), hidden_sizes=[16, 16], normalize_obs=False, rnn=rnn, rnn_size=8)
+    policy = ActorCritic(5, 2, -np.ones(2), np.ones(2), Networks(hidden_sizes=[16, 16], rnn=rnn, rnn_size=8), Inputs(normalize_obs=False))
     shape = (n,) if rnn == "none" else (n // sequence, sequence)
     obs, actions = torch.randn(*shape, 5), torch.randn(*shape, 2)
     states = starts = None

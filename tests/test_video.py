@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from ppo_control.envs import make_env_factory
 from ppo_control.rendering import video
 from ppo_control.rl.evaluation import evaluate_policy, make_eval_envs
-from ppo_control.rl.policy import ActorCritic
+from ppo_control.rl.policy import ActorCritic, Networks
 
 
 def env_cfg(env_id, max_episode_steps=None):
@@ -29,7 +29,7 @@ def bold_policy(env_id, seed=0, rnn="none"):
     space = gym.make(env_id).unwrapped
     obs_dim, act = space.observation_space.shape[0], space.action_space
     torch.manual_seed(seed)
-    policy = ActorCritic(obs_dim, act.shape[0], act.low, act.high, rnn=rnn, rnn_size=16)
+    policy = ActorCritic(obs_dim, act.shape[0], act.low, act.high, Networks(rnn=rnn, rnn_size=16))
     with torch.no_grad():
         policy.actor_mean[-1].weight.mul_(200.0)
     return policy.eval()

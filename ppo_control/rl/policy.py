@@ -8,6 +8,8 @@ carries a recurrent state from step to step (`Memory`); the critic stays feed-fo
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -100,6 +102,34 @@ class LSTMMemory(Memory):
 MEMORIES = {"gru": GRUMemory, "lstm": LSTMMemory}
 
 
+@dataclass(frozen=True)
+class Networks:
+    """The layers: the MLPs' widths and activation (the critic's own widths with
+    `critic_hidden_sizes`, None = the actor's), the actions' initial log-std, and with `rnn` (gru or
+    lstm) a recurrent layer of `rnn_size` units before the actor's MLP."""
+
+    hidden_sizes: Sequence[int] = (64, 64)
+    activation: str = "tanh"
+    critic_hidden_sizes: Sequence[int] | None = None
+    log_std_init: float = 0.0
+    rnn: str = "none"
+    rnn_size: int = 128
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What each network reads: the observation normalizer (on, clipped at `obs_clip`), the elements
+    of one frame it takes (`actor_index`/`critic_index`, None = the whole frame) and how many of the
+    most recent frames (`actor_history`/`critic_history`)."""
+
+    normalize_obs: bool = True
+    obs_clip: float = 10.0
+    actor_index: Sequence[int] | None = None
+    critic_index: Sequence[int] | None = None
+    actor_history: int = 1
+    critic_history: int = 1
+
+
 class ActorCritic(nn.Module):
     """The whole learned controller. Raw observations in; the normalizer is part of the module.
 
@@ -114,32 +144,21 @@ class ActorCritic(nn.Module):
         action_dim: int,
         action_low: np.ndarray,
         action_high: np.ndarray,
-        hidden_sizes: list[int] = (64, 64),
-        activation: str = "tanh",
-        critic_hidden_sizes: list[int] | None = None,
-        log_std_init: float = 0.0,
-        normalize_obs: bool = True,
-        obs_clip: float = 10.0,
-        actor_index: list[int] | None = None,
-        critic_index: list[int] | None = None,
-        actor_history: int = 1,
-        critic_history: int = 1,
-        rnn: str = "none",
-        rnn_size: int = 128,
+        networks: Networks = Networks(),
+        inputs: Inputs = Inputs(),
     ):
-        """`obs_dim` is one frame's size; `actor_index`/`critic_index` pick each network's groups
-        from a frame (None = the whole frame), `actor_history`/`critic_history` how many of the most
-        recent frames it reads; `rnn` puts a recurrent layer of `rnn_size` units before the actor's MLP;
-        `critic_hidden_sizes` gives the critic its own widths (None = the actor's `hidden_sizes`)."""
+        """`obs_dim` is one frame's size; `networks` the layers, `inputs` what each network reads."""
         super().__init__()
-        self.normalize_obs = normalize_obs
+        self.normalize_obs = inputs.normalize_obs
+        actor_index, critic_index = inputs.actor_index, inputs.critic_index
+        actor_history, critic_history = inputs.actor_history, inputs.critic_history
         self.frame_dim = obs_dim
         self.history = max(actor_history, critic_history)  # frames in the stacked input
         self.obs_dim = self.history * obs_dim  # size of the stacked input
         self.actor_history, self.critic_history = actor_history, critic_history
         # One running mean/std per frame element, shared by the frames of a stack: each group's
         # statistics are its own, and a frame is normalized the same wherever it sits in the stack.
-        self.obs_normalizer = RunningMeanStd(shape=(obs_dim,), clip=obs_clip)
+        self.obs_normalizer = RunningMeanStd(shape=(obs_dim,), clip=inputs.obs_clip)
         # Which elements each network reads: of one frame (`*_frame_index`, what an export slices its
         # normalizer with) and of the stacked input (`*_index`); None = all, as they are. Derived
         # from the config, so not saved in checkpoints (persistent=False).
@@ -153,11 +172,13 @@ class ActorCritic(nn.Module):
             self.register_buffer(name, None if index is None else torch.as_tensor(index, dtype=torch.long), persistent=False)
         actor_in = self.obs_dim if self.actor_index is None else len(self.actor_index)
         critic_in = self.obs_dim if self.critic_index is None else len(self.critic_index)
-        self.memory = MEMORIES[rnn](actor_in, rnn_size) if rnn != "none" else None
-        self.actor_mean = mlp(rnn_size if self.memory else actor_in, list(hidden_sizes), action_dim, activation, head_gain=0.01)
-        critic_sizes = list(hidden_sizes if critic_hidden_sizes is None else critic_hidden_sizes)
-        self.critic = mlp(critic_in, critic_sizes, 1, activation, head_gain=1.0)
-        self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
+        net = networks
+        self.memory = MEMORIES[net.rnn](actor_in, net.rnn_size) if net.rnn != "none" else None
+        actor_in = net.rnn_size if self.memory else actor_in
+        self.actor_mean = mlp(actor_in, list(net.hidden_sizes), action_dim, net.activation, head_gain=0.01)
+        critic_sizes = list(net.hidden_sizes if net.critic_hidden_sizes is None else net.critic_hidden_sizes)
+        self.critic = mlp(critic_in, critic_sizes, 1, net.activation, head_gain=1.0)
+        self.log_std = nn.Parameter(torch.full((action_dim,), float(net.log_std_init)))
         self.register_buffer("action_low", torch.as_tensor(action_low, dtype=torch.float32))
         self.register_buffer("action_high", torch.as_tensor(action_high, dtype=torch.float32))
 

@@ -18,7 +18,7 @@ from ppo_control.config import saved_run_config
 from ppo_control.config.errors import UserError
 from ppo_control.envs import EnvInfo
 from ppo_control.envs.observations import group_index
-from ppo_control.rl.policy import ActorCritic
+from ppo_control.rl.policy import ActorCritic, Inputs, Networks
 from ppo_control.runs.checkpoint import (
     CheckpointError,
     atomic_write,
@@ -136,18 +136,22 @@ def build_policy(cfg: DictConfig, info: EnvInfo) -> ActorCritic:
         action_dim=info.action_dim,
         action_low=info.action_low,
         action_high=info.action_high,
-        hidden_sizes=list(cfg.policy.hidden_sizes),
-        activation=cfg.policy.activation,
-        critic_hidden_sizes=None if cfg.policy.critic_hidden_sizes is None else list(cfg.policy.critic_hidden_sizes),
-        log_std_init=cfg.policy.log_std_init,
-        normalize_obs=cfg.normalize.obs,
-        obs_clip=cfg.normalize.obs_clip,
-        actor_index=group_index(info.groups, list(cfg.policy.actor_obs), "policy.actor_obs"),
-        critic_index=group_index(info.groups, list(cfg.policy.critic_obs), "policy.critic_obs"),
-        actor_history=int(cfg.policy.actor_history),
-        critic_history=int(cfg.policy.critic_history),
-        rnn=str(cfg.policy.rnn),
-        rnn_size=int(cfg.policy.rnn_size),
+        networks=Networks(
+            hidden_sizes=list(cfg.policy.hidden_sizes),
+            activation=cfg.policy.activation,
+            critic_hidden_sizes=None if cfg.policy.critic_hidden_sizes is None else list(cfg.policy.critic_hidden_sizes),
+            log_std_init=cfg.policy.log_std_init,
+            rnn=str(cfg.policy.rnn),
+            rnn_size=int(cfg.policy.rnn_size),
+        ),
+        inputs=Inputs(
+            normalize_obs=cfg.normalize.obs,
+            obs_clip=cfg.normalize.obs_clip,
+            actor_index=group_index(info.groups, list(cfg.policy.actor_obs), "policy.actor_obs"),
+            critic_index=group_index(info.groups, list(cfg.policy.critic_obs), "policy.critic_obs"),
+            actor_history=int(cfg.policy.actor_history),
+            critic_history=int(cfg.policy.critic_history),
+        ),
     )
 
 
