@@ -185,7 +185,7 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def ours_steps_per_second(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Training steps/s from metrics.jsonl, first update excluded (as benchmarks/distributed.py).
+    """Training steps/s from metrics.jsonl, first update excluded (as benchmarks/speed/distributed.py).
 
     `sps`: steps / summed per-update training time (collect + update; evaluation, logging and
     checkpoint writes between updates are outside it). `sps_wall`: the same steps over the

@@ -1,4 +1,3 @@
-import importlib.util
 import os
 import subprocess
 import sys
@@ -13,16 +12,6 @@ os.environ.setdefault("WANDB_SILENT", "true")
 # compiles each once per machine instead of once per test.
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(Path(os.environ.get("TMPDIR", "/tmp")) / "ppo_control_jax_cache"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
-
-
-def load_benchmark_script(name: str):
-    """benchmarks/<name>.py as a module (the scripts are not a package and import their sibling `common`)."""
-    if str(ROOT / "benchmarks") not in sys.path:
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # Small, fast settings shared by the tests that train for a few updates. Gymnasium backend: its

@@ -1,16 +1,18 @@
-"""benchmarks/robustness_suite.py summarizes a committed suite from a clean checkout: the suite's
+"""benchmarks/scores/robustness_suite.py summarizes a committed suite from a clean checkout: the suite's
 runs keep their robustness/robustness.csv but not their checkpoints (git-ignored)."""
 
 from PIL import Image
 
-from conftest import ROOT, load_benchmark_script
+from conftest import ROOT
 
 SUITE_DIR = ROOT / "tests" / "data" / "robust-1M"
 SUITES = ["nominal", "randomized", "randomized-privileged"]
 
 
 def load_script():
-    return load_benchmark_script("robustness_suite")
+    from benchmarks.scores import robustness_suite
+
+    return robustness_suite
 
 
 def test_the_committed_robustness_table_is_rebuilt_from_the_runs_csv_files(tmp_path):

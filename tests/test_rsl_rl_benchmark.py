@@ -1,4 +1,4 @@
-"""benchmarks/rsl_rl_playground.py: the envpool bookkeeping under the rsl_rl wrapper (reset within the
+"""benchmarks/robots/rsl_rl_playground.py: the envpool bookkeeping under the rsl_rl wrapper (reset within the
 step, time-outs, episode returns, tracking error, evaluation quotas) on a real envpool Go1 env, which
 needs no rsl_rl; and, where the benchmark-only rsl-rl-lib is installed, a two-iteration run of the
 script."""
@@ -9,15 +9,15 @@ import math
 import numpy as np
 import pytest
 
-from conftest import load_benchmark_script
-
 pytest.importorskip("envpool")
 TASK = "Go1JoystickFlatTerrain"
 
 
 @pytest.fixture(scope="module")
 def script():
-    return load_benchmark_script("rsl_rl_playground")
+    from benchmarks.robots import rsl_rl_playground
+
+    return rsl_rl_playground
 
 
 def test_every_step_is_real_and_ended_episodes_restart_within_the_step(script):

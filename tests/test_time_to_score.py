@@ -1,17 +1,17 @@
-"""benchmarks/time_to_score.py resumes an interrupted benchmark: it keeps the runs already measured
+"""benchmarks/scores/time_to_score.py resumes an interrupted benchmark: it keeps the runs already measured
 under the same settings (and the wall-clock they took), and refuses an output measured under others."""
 
 import json
 
 import pytest
 
-from conftest import load_benchmark_script
-
 SETTINGS = ["tasks=[HalfCheetah]", "sb3=false", "eval_every=2048", "sb3_eval_every=2048", "budget_s=300"]
 
 
 def load_script():
-    return load_benchmark_script("time_to_score")
+    from benchmarks.scores import time_to_score
+
+    return time_to_score
 
 
 def measured_run(seed: int, reached_at_s: float) -> dict:

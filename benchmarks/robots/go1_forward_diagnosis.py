@@ -1,7 +1,7 @@
 """Why a Go1 joystick policy gives up walking forward: per commanded direction, what the training
 (sampled) policy of each saved checkpoint does, how often it falls and how well its critic knows it.
 
-    python benchmarks/go1_forward_diagnosis.py run=<run dir> [sub_envs=64] [steps=1000] [out=<json>]
+    python -m benchmarks.robots.go1_forward_diagnosis run=<run dir> [sub_envs=64] [steps=1000] [out=<json>]
 
 Every periodic checkpoint of the run (`checkpoints/step_*.pt`) drives `sub_envs` envpool sub-envs for
 `steps` control steps with sampled actions, as in training. Each step is put in the bucket of its
@@ -24,8 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import parse_args, run_directory  # noqa: E402
+from benchmarks.common import parse_args, run_directory
 
 DEFAULTS = {"run": None, "sub_envs": 64, "steps": 1000, "out": None, "seed": 2_000_000}
 MIN_COMMAND = 0.3

@@ -3,7 +3,7 @@ envpool's port, on MuJoCo (C) with Playground's own XML and on MJX (JAX), the si
 trains on. The body-frame forward velocity at the IMU (the `local_linvel` sensor the task tracks)
 tells which way a policy's noise carries the robot before it has learned anything.
 
-    python benchmarks/go1_noise_drift.py [sub_envs=128] [steps=150] [out=<json>] [mjx=true]
+    python -m benchmarks.robots.go1_noise_drift [sub_envs=128] [steps=150] [out=<json>] [mjx=true]
 
 Each row: actions N(0, std) clipped to [-1, 1], redrawn every `hold` control steps, on every joint
 or only one joint group (hip, thigh, calf); the mean forward and lateral velocity and yaw rate over
@@ -20,8 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import parse_args  # noqa: E402
+from benchmarks.common import parse_args
 
 DEFAULTS = {"sub_envs": 128, "steps": 150, "out": None, "mjx": True, "seed": 0}
 SETTLE_STEPS = 10

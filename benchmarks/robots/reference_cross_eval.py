@@ -1,7 +1,7 @@
 """A trained robot policy evaluated on envpool (the engine it trained on) and on the MuJoCo
 reference of its task (ppo_control/envs/mujoco), same episodes count and seed scheme on both.
 
-    python benchmarks/reference_cross_eval.py run=<run dir> [episodes=16] [checkpoint=<file>]
+    python -m benchmarks.robots.reference_cross_eval run=<run dir> [episodes=16] [checkpoint=<file>]
         [seed=<evaluation seed>] [noise_level=<override on both sides>] [rng=envpool|numpy] [out=<json path>]
 
 Deterministic actions (the policy's mean), the evaluation seed `evaluate` uses (run seed +
@@ -30,8 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS_DIR, markdown_table, parse_args, rel, run_directory, versions, write_json  # noqa: E402
+from benchmarks.common import RESULTS_DIR, markdown_table, parse_args, rel, run_directory, versions, write_json
 
 DEFAULTS = {"run": None, "episodes": 16, "checkpoint": None, "seed": None, "noise_level": None, "rng": "envpool", "out": None}
 ACHIEVED, COMMANDED = "/achieved", "/commanded"  # the parts of a ratio diagnostic (envs.base.RATIO_PARTS)

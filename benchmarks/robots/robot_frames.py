@@ -2,7 +2,7 @@
 overlay `evaluate video=true` draws (time, step, return, the command against the measured velocity):
 for the README, where a video cannot play.
 
-    MUJOCO_GL=egl python benchmarks/robot_frames.py run=<run dir> [seed=1000003] [steps=100,200,300]
+    MUJOCO_GL=egl python -m benchmarks.robots.robot_frames run=<run dir> [seed=1000003] [steps=100,200,300]
         [width=640] [height=480] [scale=0.5] out=<image.jpg>
 """
 
@@ -11,8 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import parse_args, resolved_config  # noqa: E402
+from benchmarks.common import parse_args, resolved_config
 
 DEFAULTS = {"run": "", "seed": 1000003, "steps": "100,200,300", "width": 640, "height": 480, "scale": 0.5, "out": ""}
 

@@ -1,6 +1,6 @@
 """Training steps/s on a Playground robot task against envpool's raw stepping of the same env.
 
-    python benchmarks/robot_throughput.py [task=Go1JoystickFlatTerrain] [total_steps=262144] [raw_seconds=20]
+    python -m benchmarks.robots.robot_throughput [task=Go1JoystickFlatTerrain] [total_steps=262144] [raw_seconds=20]
         [repeats=3] [threads=0] [out=benchmarks/results/robots/throughput-<task>.json]
 
 Per repeat, interleaved so drifting machine load hits both alike:
@@ -21,8 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (  # noqa: E402
+from benchmarks.common import (
     RESULTS_DIR,
     markdown_table,
     median,

@@ -1,10 +1,10 @@
 """Ours against rsl_rl on a Playground robot task, from runs already made: curves and a table.
 
-    python benchmarks/robots_vs_rsl_rl.py ours=[<run dir>,...] rsl_rl=[<rsl_rl out dir>,...]
+    python -m benchmarks.robots.robots_vs_rsl_rl ours=[<run dir>,...] rsl_rl=[<rsl_rl out dir>,...]
         [tracking=0.5] [max_falls=0.1] [out=benchmarks/results/robots/vs-rsl_rl]
 
 `ours` are `python -m ppo_control.train task=<T> seed=<s>` run directories, `rsl_rl` the folders
-`benchmarks/rsl_rl_playground.py --out` wrote, one per seed (paired in order). Both sides' clocks
+`benchmarks/robots/rsl_rl_playground.py --out` wrote, one per seed (paired in order). Both sides' clocks
 count training only: the sum of the updates' own times (ours: steps_this_update / sps per row;
 rsl_rl: train_time_s, less the start-up before its first iteration), so start-up, evaluations and
 checkpoint writes are outside on both. Writes <out>.json, <out>.md and <out>.png: evaluation return
@@ -21,8 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS_DIR, markdown_table, parse_args, read_metrics, rel, write_json  # noqa: E402
+from benchmarks.common import RESULTS_DIR, markdown_table, parse_args, read_metrics, rel, write_json
 
 DEFAULTS = {"ours": [], "rsl_rl": [], "tracking": 0.5, "max_falls": 0.1, "out": str(RESULTS_DIR / "robots" / "vs-rsl_rl")}
 

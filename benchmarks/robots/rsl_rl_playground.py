@@ -1,7 +1,7 @@
 """rsl_rl's PPO on MuJoCo Playground's robot tasks (envpool's C++ ports): an outside anchor for ours.
 
     pip install -r benchmarks/requirements-rsl_rl.txt   # rsl-rl-lib (benchmark only, not a dependency)
-    python benchmarks/rsl_rl_playground.py --task Go1JoystickFlatTerrain --steps 5000000 --seed 0 \\
+    python -m benchmarks.robots.rsl_rl_playground --task Go1JoystickFlatTerrain --steps 5000000 --seed 0 \\
         --num-envs 32 --threads 1 --out benchmarks/results/robots-vs-rsl_rl/rsl_rl-Go1JoystickFlatTerrain-s0
 
 Settings: exactly those MuJoCo Playground publishes for rsl_rl (playground 0.2.0,
@@ -66,8 +66,7 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cpu_model  # noqa: E402
+from benchmarks.common import cpu_model  # noqa: E402
 
 EVAL_SEED_OFFSET = 1_000_000  # as ppo_control: evaluation envs never share seeds with training envs
 MAX_EVAL_ENVS = 16  # as ppo_control's evaluation

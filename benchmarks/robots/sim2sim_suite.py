@@ -3,7 +3,7 @@ robot beside `evaluate`, the robot perturbed (latency, friction, added mass, mot
 file, and the same file with its metadata broken on purpose (a complete, self-consistent contract
 that is wrong), so that what the metadata carries is seen to matter.
 
-    python benchmarks/sim2sim_suite.py run=<run dir> [episodes=16] [out=<run>/sim2sim/suite]
+    python -m benchmarks.robots.sim2sim_suite run=<run dir> [episodes=16] [out=<run>/sim2sim/suite]
 
 The run needs `export/policy.pt` (and `export/policy.onnx` for the ONNX row) and `eval.json` from
 `evaluate episodes=<episodes>`. Writes suite.json and suite.md into `out`.
@@ -17,8 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import markdown_table, parse_args, run_directory, write_json  # noqa: E402
+from benchmarks.common import markdown_table, parse_args, run_directory, write_json
 
 DEFAULTS = {"run": None, "episodes": 16, "out": ""}
 

@@ -1,7 +1,7 @@
 """What a robot that does nothing scores: a run's evaluation with every action zero (the default
 pose held by the PD controller), on the same evaluation envs and seeds as `evaluate`.
 
-    python benchmarks/standing_baseline.py run=<run dir> [episodes=16]
+    python -m benchmarks.robots.standing_baseline run=<run dir> [episodes=16]
 
 The floor a joystick policy must beat: Playground's rewards pay for a held pose, so standing still
 earns a large share of the return; the tracking error is what tells walking from standing.
@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import parse_args, run_directory  # noqa: E402
+from benchmarks.common import parse_args, run_directory
 
 DEFAULTS = {"run": None, "episodes": 16}
 

@@ -1,6 +1,6 @@
 """Archive finished runs' metrics rows for the repository: metrics.jsonl -> metrics.jsonl.gz.
 
-    python benchmarks/archive_rows.py <run dir or metrics file> [...]
+    python -m benchmarks.scores.archive_rows <run dir or metrics file> [...]
 
 Each float keeps 6 significant digits (what any table or curve reads of it; full float precision
 is noise that gzip cannot shrink), except the row's wall-clock `time`, kept whole. Written with

@@ -1,6 +1,6 @@
 """Robustness of benchmark suites: the perturbation grid of every finished run, summarized per suite.
 
-    python benchmarks/robustness_suite.py suites=[benchmarks/results/robust-1M/nominal,...] [episodes=5]
+    python -m benchmarks.scores.robustness_suite suites=[benchmarks/results/robust-1M/nominal,...] [episodes=5]
         [out=benchmarks/results/robust-1M/robustness.md]
 
 For every run directory <suite>/runs/<task>/s<seed> that holds a checkpoint, runs
@@ -19,12 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import parse_args, rel  # noqa: E402
-
-from ppo_control.analysis.curves import save_figure  # noqa: E402
-from ppo_control.analysis.robustness_grid import CSV_FILE, OUT_DIR  # noqa: E402
-from ppo_control.runs.layout import CHECKPOINT_DIR, LAST_CHECKPOINT  # noqa: E402
+from benchmarks.common import parse_args, rel
+from ppo_control.analysis.curves import save_figure
+from ppo_control.analysis.robustness_grid import CSV_FILE, OUT_DIR
+from ppo_control.runs.layout import CHECKPOINT_DIR, LAST_CHECKPOINT
 
 ROBUSTNESS_CSV = Path(OUT_DIR) / CSV_FILE  # what `ppo_control.robustness run=...` writes into a run
 DEFAULTS = {"suites": [], "episodes": 5, "out": "benchmarks/results/robust-1M/robustness.md"}

@@ -1,7 +1,7 @@
 """Stable-Baselines3 PPO on a Gymnasium MuJoCo task, measured the way our benchmarks measure ours.
 
     pip install -r benchmarks/requirements.txt   # stable-baselines3 (benchmark env only)
-    python benchmarks/sb3_ppo.py task=HalfCheetah [hparams=default|paper] [seed=0] [total_steps=65536]
+    python -m benchmarks.scores.sb3_ppo task=HalfCheetah [hparams=default|paper] [seed=0] [total_steps=65536]
         [budget_s=0] [eval_every=0] [eval_episodes=5] [launch_time=<unix s>] [torch_threads=0] [out=result.json]
 
 The other benchmarks run this file once per run in its own subprocess (so peak RSS and timing
@@ -57,8 +57,7 @@ _SCRIPT_START = time.time()  # before the heavy imports, in case no launch_time 
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import parse_args, versions, write_json  # noqa: E402
+from benchmarks.common import parse_args, versions, write_json  # noqa: E402
 
 EVAL_SEED_OFFSET = 1_000_000  # as ppo_control: evaluation envs never share seeds with training envs
 

@@ -1,6 +1,6 @@
 """Thin a finished run's full metric log into a compact curve file: metrics.jsonl[.gz] -> curve.csv.
 
-    python benchmarks/thin_curves.py [--rows 200] [--name curve.csv] <run dir, metrics file or folder> [...]
+    python -m benchmarks.scores.thin_curves [--rows 200] [--name curve.csv] <run dir, metrics file or folder> [...]
 
 A folder is searched for every metrics.jsonl / metrics.jsonl.gz under it (metrics.jsonl wins where
 both exist, as in `plot`); each gets a curve.csv beside it. The curve keeps `step` and only the

@@ -1,10 +1,10 @@
 """Wall-clock time to a score: ppo_control (default fast preset) vs Stable-Baselines3 default PPO.
 
     pip install -r benchmarks/requirements.txt
-    python benchmarks/time_to_score.py [tasks=[HalfCheetah,Hopper,Walker2d,Ant]] [seeds=3] [budget_s=300]
+    python -m benchmarks.scores.time_to_score [tasks=[HalfCheetah,Hopper,Walker2d,Ant]] [seeds=3] [budget_s=300]
         [eval_every=0] [sb3_eval_every=0] [eval_every_s=15] [eval_episodes=5] [total_steps=None]
         [thresholds=[Task:score,...]] [sb3=true] [work_dir=<keep runs here>] [resume=false]
-    python benchmarks/time_to_score.py plot_only=true     # redraw the PNG from the saved JSON alone
+    python -m benchmarks.scores.time_to_score plot_only=true     # redraw the PNG from the saved JSON alone
 
 For each task and seed (0 .. seeds-1), back to back and never two at once: ours, then SB3, each a
 fresh process on the CPU with the same wall-clock budget.
@@ -16,7 +16,7 @@ ours  `python -m ppo_control.train task=<T> seed=<s> device=cpu eval.every_steps
       Note the linear learning-rate schedule anneals over total_steps, not over the budget.
       Eval time of a metrics row = its `time` field (end of that update's training, before its
       evaluation ran) minus the launch time.
-SB3   benchmarks/sb3_ppo.py hparams=default (SB3's default PPO + VecNormalize, 1 env, constant lr)
+SB3   benchmarks/scores/sb3_ppo.py hparams=default (SB3's default PPO + VecNormalize, 1 env, constant lr)
       with budget_s (it stops itself) and an effectively unlimited total_steps; a deterministic
       evaluation of eval_episodes episodes (VecNormalize stats frozen, raw rewards) after the first
       update at or past every multiple of sb3_eval_every steps, timed at its start.
@@ -55,9 +55,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (
-    BENCH_DIR,
+from benchmarks.common import (
     RESULTS_DIR,
     markdown_table,
     median,
@@ -69,9 +67,8 @@ from common import (
     versions,
     write_json,
 )
-
-from ppo_control.analysis.curves import metrics_file, read_metrics, save_figure  # noqa: E402
-from ppo_control.runs.layout import CONFIG_FILE  # noqa: E402
+from ppo_control.analysis.curves import metrics_file, read_metrics, save_figure
+from ppo_control.runs.layout import CONFIG_FILE
 
 USAGE = __doc__
 THRESHOLDS = {"HalfCheetah": 3000.0, "Hopper": 2500.0, "Walker2d": 3000.0, "Ant": 3000.0}
@@ -174,7 +171,8 @@ def run_ours(task: str, seed: int, args: dict[str, Any], every: int, run_dir: Pa
 def run_sb3(task: str, seed: int, args: dict[str, Any], every: int, out: Path) -> dict[str, Any]:
     cmd = [
         sys.executable,
-        str(BENCH_DIR / "sb3_ppo.py"),
+        "-m",
+        "benchmarks.scores.sb3_ppo",
         f"task={task}",
         "hparams=default",
         f"seed={seed}",

@@ -1,7 +1,7 @@
 """How close training gets to envpool's own stepping rate as the cores grow: raw envpool vs our
 training, side by side, per core count.
 
-    python benchmarks/cpu_scaling.py [--task Ant] [--threads 1,2,4,8,16] [--n-envs 64] [--seconds 10]
+    python -m benchmarks.speed.cpu_scaling [--task Ant] [--threads 1,2,4,8,16] [--n-envs 64] [--seconds 10]
         [--repeats 3] [--torch-threads k|0] [--out benchmarks/results/cpu_scaling.json]
 
 For each thread count k (capped at the cores this process may use, os.sched_getaffinity), in this
@@ -44,8 +44,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import versions  # noqa: E402
+from benchmarks.common import versions
 
 WARMUP_STEPS = 20  # raw stepping: steps before the clock starts (threads spun up, caches warm)
 

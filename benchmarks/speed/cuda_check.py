@@ -1,6 +1,6 @@
 """One prepared pass over the CUDA path, for a machine with a GPU (CI has none).
 
-    python benchmarks/cuda_check.py [out=cuda_check]
+    python -m benchmarks.speed.cuda_check [out=cuda_check]
 
 Checks, each printed as PASS/FAIL with its numbers, and written to <out>/<timestamp>/cuda_check.json:
   1. training on device=cuda learns InvertedPendulum (the learning test's bar: eval >= 950)
@@ -22,9 +22,8 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.common import ROOT
 from ppo_control.runs.layout import CHECKPOINT_DIR, LAST_CHECKPOINT
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def run(*args: str, timeout: float = 600) -> tuple[int, str, float]:

@@ -1,6 +1,6 @@
 """Steps/s of 1 rank vs 2 ranks (torchrun, gloo on CPU / nccl on CUDA), run back to back.
 
-    python benchmarks/distributed.py [task=HalfCheetah] [total_steps=65536] [repeats=3] [device=cpu]
+    python -m benchmarks.speed.distributed [task=HalfCheetah] [total_steps=65536] [repeats=3] [device=cpu]
 
 Each configuration trains `total_steps` (counted over all ranks) from scratch `repeats` times; the
 reported steps/s is the median over repeats of (steps after the first update) / (their wall-clock),
@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.common import ROOT
 
 
 def measure(ranks: int, task: str, total_steps: int, device: str, run_dir: Path) -> float:

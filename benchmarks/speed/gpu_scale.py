@@ -9,10 +9,10 @@ memory is free again between them), each appending to one JSON file as it goes:
   envs and steps, with Brax's published settings for Ant; its training steps/s and evaluation
   return against the wall-clock from launch;
 - mjx_raw: the simulation alone (the engine's scan, and our env's step from torch), steps/s;
-- cpu: benchmarks/cpu_scaling.py on this machine's cores (envpool's raw stepping rate vs our
+- cpu: benchmarks/speed/cpu_scaling.py on this machine's cores (envpool's raw stepping rate vs our
   training steps/s over 1, 2, 4, ... threads).
 
-    python benchmarks/gpu_scale.py --out results.json [--steps 30000000] [--smoke]
+    python -m benchmarks.speed.gpu_scale --out results.json [--steps 30000000] [--smoke]
 
 On the device machine: `bash benchmarks/device/prepare_wheels.sh` here first (the wheels that
 machine lacks, into the git-ignored .whl/ and .whl-cpu/); the device command is in its header.
@@ -34,8 +34,9 @@ import threading
 import time
 from pathlib import Path
 
+from benchmarks.common import ROOT
+
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX and torch share the GPU
-ROOT = Path(__file__).resolve().parent.parent
 
 # Brax's published PPO settings for its MJX Ant (brax/training/agents/ppo README and MuJoCo
 # Playground's brax_ppo_config): 4096 envs, 5-step unrolls, 32 minibatches of 2048 unrolls.
@@ -217,7 +218,8 @@ def part_cpu(args) -> dict:
     out = Path(tempfile.mkdtemp(prefix="cpu-")) / "cpu.json"
     command = [
         sys.executable,
-        str(ROOT / "benchmarks" / "cpu_scaling.py"),
+        "-m",
+        "benchmarks.speed.cpu_scaling",
         "--task",
         args.task,
         "--threads",
@@ -240,7 +242,7 @@ def run_part(name: str, args, argv: list[str]) -> dict:
     started = time.time()
     try:
         done = subprocess.run(
-            [sys.executable, __file__, *argv, "--part", name, "--part-out", str(part_out)],
+            [sys.executable, "-m", "benchmarks.speed.gpu_scale", *argv, "--part", name, "--part-out", str(part_out)],
             cwd=ROOT,
             timeout=args.part_timeout,
             capture_output=True,
@@ -283,7 +285,7 @@ def main() -> None:
         args.part_out.write_text(json.dumps(PARTS[args.part](args)))
         return
     argv = [a for a in sys.argv[1:]]
-    report = {"script": "benchmarks/gpu_scale.py", "argv": argv, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "smoke": args.smoke}
+    report = {"script": "benchmarks/speed/gpu_scale.py", "argv": argv, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "smoke": args.smoke}
     report["machine"], report["versions"] = machine(), versions()
     for name in args.parts.split(","):
         print(f"== {name}", flush=True)

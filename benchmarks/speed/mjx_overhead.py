@@ -1,6 +1,6 @@
 """What our MJX env's step costs per env step against the engine's own scan, on one JAX device.
 
-    python benchmarks/mjx_overhead.py [--sizes 8,128] [--steps 100] [--repeats 9] [--out mjx_overhead.json]
+    python -m benchmarks.speed.mjx_overhead [--sizes 8,128] [--steps 100] [--repeats 9] [--out mjx_overhead.json]
 
 The same task, batch and actions through five paths, interleaved within each repeat (so a load
 that changes during the run slows every path alike), each from the same freshly reset states:
@@ -36,7 +36,7 @@ import statistics
 import time
 from pathlib import Path
 
-from gpu_scale import machine, versions
+from benchmarks.speed.gpu_scale import machine, versions
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX and torch share a GPU
 
@@ -188,7 +188,7 @@ def main() -> None:
     from ppo_control.envs.mjx_backend import jax_device
 
     report = {
-        "script": "benchmarks/mjx_overhead.py",
+        "script": "benchmarks/speed/mjx_overhead.py",
         "args": vars(args) | {"out": str(args.out)},
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         "jax_version": jax.__version__,

@@ -1,7 +1,7 @@
 """Where one training update's wall-clock goes: env stepping, policy inference + storage, GAE +
 batch, and the PPO update, for any config (same overrides as `ppo_control.train`).
 
-    python benchmarks/profile_loop.py task=HalfCheetah [updates=10] [key=value ...]
+    python -m benchmarks.speed.profile_loop task=HalfCheetah [updates=10] [key=value ...]
 
 The first update is a warm-up and is not counted. Env time is measured inside the VecEnv's step;
 "collect (rest)" is everything else in the rollout loop (inference, clipping, storage, reward

@@ -1,14 +1,14 @@
 """Training steps/s (and peak RSS) of ppo_control vs Stable-Baselines3 PPO, same task, same machine.
 
     pip install -r benchmarks/requirements.txt
-    python benchmarks/speed.py [task=HalfCheetah] [total_steps=65536] [fast_steps=262144] [repeats=3]
+    python -m benchmarks.speed.speed [task=HalfCheetah] [total_steps=65536] [fast_steps=262144] [repeats=3]
         [pairs=[paper,fast]] [seed=0] [sb3_threads=0] [work_dir=<keep run dirs here>] [out=benchmarks/results/speed.json]
 
 Two comparisons, each `repeats` times, interleaved (ours paper, SB3 paper, ours fast, SB3 default,
 then the next repeat) so drifting machine load hits both sides alike; every run is a fresh process
 trained from scratch on the CPU, and the table shows medians over the repeats:
 
-  paper  ours `preset=paper` vs SB3 PPO with the same hyperparameters (benchmarks/sb3_ppo.py
+  paper  ours `preset=paper` vs SB3 PPO with the same hyperparameters (benchmarks/scores/sb3_ppo.py
          hparams=paper: 1 env, 2048 steps, 10 epochs x 32 minibatches of 64, lr 3e-4 linear, 64-64
          tanh, obs+reward normalization). Target: ours >= 1.5x.
   fast   ours with its default (`fast`) preset vs SB3's default PPO + VecNormalize. Target: >= 10x.
@@ -19,7 +19,7 @@ updates; steps/s is a rate, so the counts need not match).
 
 steps/s excludes start-up and the first rollout+update on both sides:
   ours  sum(steps_this_update) / sum(steps_this_update / sps) over metrics.jsonl rows after the
-        first (as benchmarks/distributed.py): per-update collect + update time. With
+        first (as benchmarks/speed/distributed.py): per-update collect + update time. With
         `eval.every_steps=0` the only evaluation runs after the last update, outside that time.
         `sps_wall` in the JSON also counts what happens between updates (logging, checkpoint writes).
   SB3   (steps after the first iteration) / (start of the 2nd rollout -> end of learn()).
@@ -45,14 +45,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (
-    BENCH_DIR,
+from benchmarks.common import (
     RESULTS_DIR,
     markdown_table,
     median,
     ours_command,
-    ours_steps_per_second,  # noqa: E402
+    ours_steps_per_second,
     parse_args,
     read_metrics,
     rel,
@@ -109,7 +107,8 @@ def run_ours(task: str, seed: int, steps: int, overrides: list[str], run_dir: Pa
 def run_sb3(task: str, seed: int, steps: int, hparams: str, out: Path, threads: int) -> dict[str, Any]:
     cmd = [
         sys.executable,
-        str(BENCH_DIR / "sb3_ppo.py"),
+        "-m",
+        "benchmarks.scores.sb3_ppo",
         f"task={task}",
         f"hparams={hparams}",
         f"seed={seed}",

@@ -1,7 +1,7 @@
 """What one PPO update costs on its own (`ppo.ppo_update` over one rollout's batch, no environment),
 for the formulations of the update side by side.
 
-    python benchmarks/update_cost.py [--shapes halfcheetah,robot] [--threads 1,2] [--repeats 5]
+    python -m benchmarks.speed.update_cost [--shapes halfcheetah,robot] [--threads 1,2] [--repeats 5]
         [--updates 0] [--variants baseline,eager,compiled] [--baseline-ref REF] [--profile]
         [--out benchmarks/results/update_cost.json]
 
@@ -58,9 +58,7 @@ if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, rel, versions, write_json  # noqa: E402
-
+from benchmarks.common import ROOT, rel, versions, write_json  # noqa: E402
 from ppo_control.config import compose  # noqa: E402
 from ppo_control.envs import EnvInfo  # noqa: E402
 from ppo_control.rl import ppo  # noqa: E402

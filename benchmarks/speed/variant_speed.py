@@ -1,6 +1,6 @@
 """Training steps/s of variants of the same run, side by side: what a feature costs per step.
 
-    python benchmarks/variant_speed.py suite=randomization|recurrent|critic [task=Hopper] [total_steps=65536]
+    python -m benchmarks.speed.variant_speed suite=randomization|recurrent|critic [task=Hopper] [total_steps=65536]
         [repeats=3] [seed=0] [out=benchmarks/results/<suite>_speed.json]
 
 Each repeat trains the task once per variant from scratch, interleaved (the suite's first variant,
@@ -26,8 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (  # noqa: E402
+from benchmarks.common import (
     RESULTS_DIR,
     markdown_table,
     median,

@@ -1,0 +1,1 @@
+"""Speed benchmarks: steps/s, update cost, overheads and scaling (`python -m benchmarks.speed.<script>`)."""
