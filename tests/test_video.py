@@ -231,10 +231,10 @@ def test_record_videos_overlay_on_and_off(tmp_path, monkeypatch):
     cfg = env_cfg("HalfCheetah-v5", max_episode_steps=5)
     policy = bold_policy("HalfCheetah-v5")
     CAUGHT.clear()
-    (on,) = video.record_videos(policy, cfg, tmp_path, 7, 1, 3, 320, 240, overlay=True)
+    (on,) = video.record_videos(policy, video.RecordedEnv(cfg), tmp_path, 7, 3, video.VideoSettings(1, 320, 240, overlay=True))
     (on_frames,) = CAUGHT.values()
     CAUGHT.clear()
-    (off,) = video.record_videos(policy, cfg, tmp_path, 7, 1, 3, 320, 240, overlay=False)
+    (off,) = video.record_videos(policy, video.RecordedEnv(cfg), tmp_path, 7, 3, video.VideoSettings(1, 320, 240, overlay=False))
     (off_frames,) = CAUGHT.values()
     assert on.name == "step000000007-episode0.mp4" and off.name == "step000000007-episode0-2.mp4"
     assert len(on_frames) == len(off_frames) == 6
@@ -279,7 +279,7 @@ def test_non_mujoco_env_is_recorded_with_its_own_rendering(tmp_path, monkeypatch
     monkeypatch.setattr(video.imageio, "get_writer", FrameCatcher)
     CAUGHT.clear()
     policy = ActorCritic(2, 1, np.array([-1.0]), np.array([1.0]))
-    video.record_videos(policy, env_cfg(f"{__name__}:FlatEnv"), tmp_path, 0, 1, 0, 96, 64)
+    video.record_videos(policy, video.RecordedEnv(env_cfg(f"{__name__}:FlatEnv")), tmp_path, 0, 0, video.VideoSettings(1, 96, 64))
     (frames,) = CAUGHT.values()
     assert [f.shape for f in frames] == [(64, 96, 3)] * 5
     assert [int(f[-1, -1, 0]) for f in frames] == [0, 40, 80, 120, 160]  # the env's frames, overlay in the corner only

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import imageio
@@ -49,6 +50,34 @@ MAX_SCENE_GEOMS = 10_000
 TRACKING_CAMERA = "track"
 
 Frames = Callable[[], np.ndarray]
+
+
+@dataclass(frozen=True)
+class VideoSettings:
+    """How many videos and how they look (a run's eval.video_* settings): `episodes` videos of
+    `width` x `height` pixels at `fps` frames per second (None: the env's real-time rate), with or
+    without the `overlay` of time, step and running return."""
+
+    episodes: int
+    width: int
+    height: int
+    fps: int | None = None
+    overlay: bool = True
+
+    @classmethod
+    def of(cls, eval_cfg: Any) -> VideoSettings:
+        """The settings of a run config's `eval` section."""
+        return cls(eval_cfg.video_episodes, eval_cfg.video_width, eval_cfg.video_height, eval_cfg.video_fps, eval_cfg.video_overlay)
+
+
+@dataclass(frozen=True)
+class RecordedEnv:
+    """The env a video records, built as evaluation builds it: a run's `env` section, the robot's
+    randomization (None: the nominal robot) and whether the privileged group is appended."""
+
+    cfg: Any
+    randomization: Randomization | None = None
+    privileged: bool = False
 
 
 def video_directory(video_root: str | Path, task: str, run_name: str) -> Path:
@@ -459,34 +488,36 @@ def write_physics_episode(
 
 def record_physics_videos(
     policy: ActorCritic,
-    env_cfg,
+    recorded: RecordedEnv,
     backend: str,
     directory: Path,
     step: int,
-    episodes: int,
     seed: int,
-    width: int,
-    height: int,
-    fps: int | None = None,
+    settings: VideoSettings,
     device: torch.device | str = "cpu",
-    overlay: bool = True,
-    randomization: Randomization | None = None,
-    privileged: bool = False,
 ) -> list[Path]:
     """`record_videos` for a backend whose videos replay physics states (an MJX env simulated on
     `device`, the policy's; a robot's MuJoCo reference): the episodes are played together in one
     vector env, then drawn on the host. fps: the env's real-time rate (1 / its control period)
     unless given."""
-    envs = make_vec_env(env_cfg, num_envs=episodes, backend=backend, randomization=randomization, privileged=privileged, device=str(device))
+    env_cfg = recorded.cfg
+    envs = make_vec_env(
+        env_cfg,
+        num_envs=settings.episodes,
+        backend=backend,
+        randomization=recorded.randomization,
+        privileged=recorded.privileged,
+        device=str(device),
+    )
     try:
         played = play_physics_episodes(envs, policy, seed, device, tracking_indices(str(env_cfg.id), envs.info.groups))
         model, dt = envs.mj_model, envs.control_period_s
     finally:
         envs.close()
-    fps = fps or int(round(1.0 / dt))
+    fps, overlay = settings.fps or int(round(1.0 / dt)), settings.overlay
     scene = HostScene(model)
     scene.show(played[0].qpos[0], played[0].qvel[0])  # the camera is placed on the first episode's start
-    frames = open_frames(scene, width, height)
+    frames = open_frames(scene, settings.width, settings.height)
     paths = []
     try:
         for k, episode in enumerate(played):
@@ -506,26 +537,21 @@ def check_can_record(env_cfg) -> None:
 
 def record_videos(
     policy: ActorCritic,
-    env_cfg,
+    recorded: RecordedEnv,
     directory: Path,
     step: int,
-    episodes: int,
     seed: int,
-    width: int,
-    height: int,
-    fps: int | None = None,
+    settings: VideoSettings,
     device: torch.device | str = "cpu",
-    overlay: bool = True,
-    randomization: Randomization | None = None,
-    privileged: bool = False,
 ) -> list[Path]:
-    """Record `episodes` episodes of the deterministic policy; returns the mp4 paths.
+    """Record `settings.episodes` episodes of the deterministic policy in `recorded`'s env, the k-th
+    from seed + k, into `directory` (named after the training `step`); returns the mp4 paths.
 
     Frames are streamed into the encoder (a 1000-step episode would not fit in memory as frames);
-    each file is written atomically, so a video on disk is always complete. `overlay` draws time,
-    step and running return in a corner of each frame. An MJX run's env (env_cfg.backend=mjx) is
-    simulated on `device` too.
+    each file is written atomically, so a video on disk is always complete. An MJX run's env
+    (env.backend=mjx) is simulated on `device` too.
     """
+    env_cfg = recorded.cfg
     check_can_record(env_cfg)
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -533,14 +559,12 @@ def record_videos(
         raise UserError(f"cannot create video directory '{directory}': {exc.strerror}") from None
     reference = reference_of(env_cfg)
     if reference.capabilities.replays_physics:
-        return record_physics_videos(
-            policy, env_cfg, reference.name, directory, step, episodes, seed, width, height, fps, device, overlay, randomization, privileged
-        )
-    env, frames = make_render_env(env_cfg, width, height, randomization, privileged)
-    fps = fps or int(round(env.metadata.get("render_fps", 30)))
+        return record_physics_videos(policy, recorded, reference.name, directory, step, seed, settings, device)
+    env, frames = make_render_env(env_cfg, settings.width, settings.height, recorded.randomization, recorded.privileged)
+    fps, overlay = settings.fps or int(round(env.metadata.get("render_fps", 30))), settings.overlay
     paths = []
     try:
-        for episode in range(episodes):
+        for episode in range(settings.episodes):
             path = video_path(directory, step, episode)
             atomic_write(path, lambda tmp, s=seed + episode: record_episode(env, frames, policy, tmp, s, fps, device, overlay))
             paths.append(path)
@@ -564,21 +588,7 @@ def record_run_videos(
     """`record_videos` with a run config's settings (`eval.video_*`, `env`), into
     <video_dir or eval.video_dir>/<task>/<run name>/, under `randomization` (None: the nominal
     robot); returns the paths as strings."""
-    ev = cfg.eval
-    directory = video_directory(video_dir or ev.video_dir, cfg.task, run_name)
-    paths = record_videos(
-        policy,
-        cfg.env,
-        directory,
-        step,
-        ev.video_episodes,
-        seed,
-        ev.video_width,
-        ev.video_height,
-        ev.video_fps,
-        device,
-        ev.video_overlay,
-        randomization,
-        needs_privileged(cfg.policy),
-    )
+    directory = video_directory(video_dir or cfg.eval.video_dir, cfg.task, run_name)
+    recorded = RecordedEnv(cfg.env, randomization, needs_privileged(cfg.policy))
+    paths = record_videos(policy, recorded, directory, step, seed, VideoSettings.of(cfg.eval), device)
     return [str(path) for path in paths]
