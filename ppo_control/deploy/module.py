@@ -26,6 +26,7 @@ import os
 import tempfile
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +59,18 @@ class NoMemory(nn.Module):
         return x, state
 
 
+@dataclass(frozen=True)
+class FrozenNormalizer:
+    """The observation normalizer as an export applies it, per element of the actor's frame:
+    (obs - mean) / std, clipped to +-clip; `enabled` False when the run trained without
+    observation normalization (observations go in as they are)."""
+
+    mean: torch.Tensor
+    std: torch.Tensor
+    clip: float
+    enabled: bool
+
+
 class DeployedPolicy(nn.Module):
     """obs [obs_dim] or [batch, obs_dim] (float32, raw) -> action of the same leading shape.
 
@@ -74,10 +87,7 @@ class DeployedPolicy(nn.Module):
     def __init__(
         self,
         actor: nn.Sequential,
-        obs_mean: torch.Tensor,
-        obs_std: torch.Tensor,
-        obs_clip: float,
-        normalize_obs: bool,
+        normalizer: FrozenNormalizer,
         action_low: torch.Tensor,
         action_high: torch.Tensor,
         metadata_json: str = "{}",
@@ -90,21 +100,21 @@ class DeployedPolicy(nn.Module):
         # Plain int/bool/str attributes survive scripting: C++ reads module.attr("obs_dim"), Python
         # reads module.obs_dim. (No class-level annotations: under `from __future__ import
         # annotations` TorchScript cannot resolve them; it infers these types from the values.)
-        self.obs_dim = int(obs_mean.numel())
+        self.obs_dim = int(normalizer.mean.numel())
         self.action_dim = int(action_low.numel())
         self.history = int(history)
         self.rnn_state_size = int(self.memory.state_size)
-        self.normalize_obs = bool(normalize_obs)
+        self.normalize_obs = bool(normalizer.enabled)
         self.metadata_json = metadata_json
         # The state: the previous raw frames [batch, history - 1, obs_dim] and the recurrent state
         # [batch, rnn_state_size] (plain attributes, not buffers: state, not weights). Batch 0 means
         # "after reset()": the next call starts an episode.
         self.previous_frames = torch.zeros(0, self.history - 1, self.obs_dim)
         self.rnn_state = torch.zeros(0, self.rnn_state_size)
-        self.register_buffer("obs_mean", obs_mean.detach().to(torch.float32).clone())
-        self.register_buffer("obs_std", obs_std.detach().to(torch.float32).clone())
+        self.register_buffer("obs_mean", normalizer.mean.detach().to(torch.float32).clone())
+        self.register_buffer("obs_std", normalizer.std.detach().to(torch.float32).clone())
         # A buffer rather than a constant so the weight hash covers it too.
-        self.register_buffer("obs_clip", torch.tensor(float(obs_clip), dtype=torch.float32))
+        self.register_buffer("obs_clip", torch.tensor(float(normalizer.clip), dtype=torch.float32))
         self.register_buffer("action_low", action_low.detach().to(torch.float32).clone())
         self.register_buffer("action_high", action_high.detach().to(torch.float32).clone())
 
@@ -122,10 +132,7 @@ class DeployedPolicy(nn.Module):
         memory = _frozen_copy(policy.memory) if policy.memory is not None else None
         module = cls(
             actor,
-            obs_mean.cpu(),
-            obs_std.cpu(),
-            clip,
-            policy.normalize_obs,
+            FrozenNormalizer(obs_mean.cpu(), obs_std.cpu(), clip, policy.normalize_obs),
             policy.action_low.cpu(),
             policy.action_high.cpu(),
             history=policy.actor_history,
