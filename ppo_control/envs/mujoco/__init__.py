@@ -21,7 +21,7 @@ _T1 = ("T1JoystickFlatTerrain-v1",)  # t1.ENV_IDS
 _ALL = _GO1 + _T1
 REFERENCE_TASKS = tuple(env_id.removesuffix("-v1") for env_id in _ALL)
 # env.kwargs a reference takes beyond its envpool spec's (each task class's REFERENCE_OPTIONS).
-_REFERENCE_OPTIONS = {env_id: ("keep_command_through_falls",) for env_id in _GO1}
+_REFERENCE_OPTIONS = {env_id: ("keep_command_through_falls", "forward_commands_only") for env_id in _GO1}
 
 
 def _env_id(env_id_or_name: str) -> str:

@@ -122,7 +122,9 @@ class Go1Joystick(PlaygroundPort):
     # carries on with a new countdown, as Playground's training does (Brax's auto-reset restores the
     # physics and keeps the task's info). Off, a fall draws a new command (envpool's port): the
     # commands a policy falls under are cut short and become rare in its batches.
-    REFERENCE_OPTIONS = {"keep_command_through_falls": False}
+    # forward_commands_only: every command's vx is made non-negative (|vx|, from the same draws): a
+    # research knob, to see whether a policy finds a forward gait when nothing else competes.
+    REFERENCE_OPTIONS = {"keep_command_through_falls": False, "forward_commands_only": False}
     STATE = ("command", "steps_until_next_cmd", "last_act", "feet_air_time", "swing_peak", "last_contact")
 
     def __init__(
@@ -193,7 +195,7 @@ class Go1Joystick(PlaygroundPort):
             data.qpos[3:7] = quat
             data.qvel[:6] = rng.uniform(-RESET_XY_VEL, RESET_XY_VEL, 6)
             self.steps_until_next_cmd[i] = self._countdown(rng)
-            self.command[i] = (rng.random(3) * 2.0 - 1.0) * self.command_bounds  # drawn always: the stream stays envpool's
+            self.command[i] = self._forward_only((rng.random(3) * 2.0 - 1.0) * self.command_bounds)  # drawn always: envpool's stream
             if i in self.kept_command:
                 self.command[i] = self.kept_command.pop(i)
         self.physics.forward(ids)
@@ -226,6 +228,12 @@ class Go1Joystick(PlaygroundPort):
             z = 1.0 if rng.random() < self.command_keep[axis] else 0.0
             w = 1.0 if rng.random() < 0.5 else 0.0
             self.command[i, axis] -= w * (self.command[i, axis] - y * z)
+        self.command[i] = self._forward_only(self.command[i])
+
+    def _forward_only(self, command: np.ndarray) -> np.ndarray:
+        if self.options["forward_commands_only"]:
+            command[0] = abs(command[0])
+        return command
 
     # --- the control step ----------------------------------------------------------------------
     def step(self, actions: np.ndarray, rngs: Sequence[np.random.Generator]) -> TaskStep:
