@@ -55,7 +55,7 @@ def evaluate(run: str | Path, **arguments: Any) -> dict[str, Any]:
     robot, or from the run's own randomization with `eval={"randomize": True}`).
     """
     prepare_process()
-    from ppo_control.analysis.evaluate_run import evaluate_run
+    from ppo_control.analysis.evaluate_run import evaluate_run  # after prepare_process: it loads mujoco
 
     return evaluate_run(parse_command_args(EvaluateArgs, {"run": str(run), **arguments}, "evaluate"))
 
@@ -67,7 +67,7 @@ def export(run: str | Path, **arguments: Any) -> Path:
     Arguments as for `python -m ppo_control.export`: format, out, checkpoint, overwrite.
     """
     prepare_process()
-    from ppo_control.deploy.exporter import export_policy, parse_args
+    from ppo_control.deploy.exporter import export_policy, parse_args  # after prepare_process: numpy, then torch
 
     args = parse_args({"run": str(run), **arguments})
     return export_policy(args).path
@@ -79,7 +79,7 @@ def robustness(run: str | Path, **arguments: Any) -> tuple[Path, list]:
     cells). Arguments as for `python -m ppo_control.robustness`: episodes, mass, friction, delay,
     checkpoint, seed."""
     prepare_process()
-    from ppo_control.analysis.robustness_grid import evaluate_grid
+    from ppo_control.analysis.robustness_grid import evaluate_grid  # after prepare_process: numpy, then torch
 
     return evaluate_grid(run, **arguments)
 
@@ -92,7 +92,7 @@ def load_policy(path: str | Path, checkpoint: str | None = None):
     exported TorchScript (.pt) or ONNX (.onnx) file.
     """
     prepare_process()
-    from ppo_control.deploy.loading import load_policy as load
+    from ppo_control.deploy.loading import load_policy as load  # after prepare_process: it loads torch
 
     return load(Path(path), checkpoint)
 
@@ -100,6 +100,6 @@ def load_policy(path: str | Path, checkpoint: str | None = None):
 def list_tasks():
     """The built-in tasks with their env id, observation and action sizes."""
     prepare_process()
-    from ppo_control.envs.catalog import list_tasks as tasks
+    from ppo_control.envs.catalog import list_tasks as tasks  # after prepare_process: it loads mujoco
 
     return tasks()

@@ -16,6 +16,7 @@ import numpy as np
 from ppo_control.analysis.curves import save_figure
 from ppo_control.config import ConfigError, RobustnessArgs, parse_command_args
 from ppo_control.config.errors import UserError
+from ppo_control.deploy.sim2sim import Perturbation, drive
 from ppo_control.runs.layout import checkpoint_to_load
 
 OUT_DIR = "robustness"  # inside the run directory
@@ -63,7 +64,8 @@ def evaluate_grid(run: str | Path, **arguments: Any) -> tuple[Path, list[Cell]]:
     args = parse_command_args(RobustnessArgs, {"run": str(run), **arguments}, "robustness")
     check_args(args)
     checkpoint = checkpoint_to_load(args.run, args.checkpoint)
-    from ppo_control.envs.mujoco import has_reference  # heavy imports after the checks
+    # torch, gymnasium and mujoco only now: a wrong argument or run path is refused in one line without them
+    from ppo_control.envs.mujoco import has_reference
     from ppo_control.envs.observations import needs_privileged
     from ppo_control.envs.randomization import Randomization
     from ppo_control.rl.evaluation import EVAL_SEED_OFFSET, evaluate_episodes, make_eval_envs
@@ -118,9 +120,8 @@ def cell(mass: float, friction: float, delay: int, evaluation) -> Cell:
 def robot_cells(loaded, args, seed: int) -> list[Cell]:
     """The grid on a robot's MuJoCo reference, the run's policy driven through the controller
     contract its export would carry (ppo_control.sim2sim); the delay is the controller's latency."""
-    from ppo_control.deploy.contract import actor_groups, controller_contract
-    from ppo_control.deploy.loading import load_policy
-    from ppo_control.deploy.sim2sim import Perturbation, drive
+    from ppo_control.deploy.contract import actor_groups, controller_contract  # mujoco, gymnasium: see evaluate_grid
+    from ppo_control.deploy.loading import load_policy  # torch: see evaluate_grid
 
     cfg = loaded.cfg
     policy = load_policy(loaded.run_dir, str(loaded.checkpoint_path))
@@ -194,7 +195,7 @@ def markdown(loaded, args, cells: list[Cell]) -> str:
 
 
 def plot(path: Path, args, cells: list[Cell], title: str) -> None:
-    from matplotlib.figure import Figure  # the Figure API (Agg): no pyplot state
+    from matplotlib.figure import Figure  # the Figure API (Agg): no pyplot state; not at import (about 1 s)
 
     lookup = {(c.mass, c.friction, c.delay): c.return_mean for c in cells}
     masses, frictions = [float(m) for m in args.mass], [float(f) for f in args.friction]

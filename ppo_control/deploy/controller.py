@@ -263,7 +263,7 @@ def drive(
     """The controller loop of examples/cpp/robot_controller.cpp in Python: the model from `xml_path`
     given the contract's PD loop and timing, reset to `keyframe`, then `steps` control periods of
     `policy` (an exported module, called on one raw observation)."""
-    import torch
+    import torch  # only this loop runs the policy: the controller itself needs no torch (as the C++ one)
 
     contract = RobotContract.from_metadata(metadata)
     model = mujoco.MjModel.from_xml_path(xml_path)

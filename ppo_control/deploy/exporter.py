@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
 
 from ppo_control.config import ConfigError, ExportArgs, Overrides, parse_command_args
 from ppo_control.config.errors import UserError
 from ppo_control.config.resources import VERSION
+from ppo_control.rl.history import ObservationHistory
 from ppo_control.runs.layout import checkpoint_to_load
 
 FORMATS = {"torchscript": "policy.pt", "onnx": "policy.onnx"}
@@ -71,8 +73,8 @@ def check_out_path(path: Path, overwrite: bool) -> None:
 
 def build_metadata(loaded, fmt: str) -> dict[str, Any]:
     """Where the policy came from and how to call it; deploy.py adds dims, bounds and the weight hash."""
+    # torch and mujoco not at import: see export_policy
     import torch
-    from omegaconf import OmegaConf
 
     from ppo_control.deploy.contract import actor_groups, controller_contract
     from ppo_control.deploy.module import EXPORT_FORMAT_VERSION
@@ -131,7 +133,7 @@ def call_convention(fmt: str, history: int, rnn_state_size: int = 0) -> dict[str
 
 def probe_observations(policy, count: int = PROBE_OBSERVATIONS):
     """Observations around the training statistics, some far enough out to hit the clips."""
-    import torch
+    import torch  # not at import: see export_policy
 
     generator = torch.Generator().manual_seed(0)
     stats = policy.obs_normalizer
@@ -157,10 +159,7 @@ def episode_starts(steps: int) -> set[int]:
 
 def expected_actions(policy, episodes):
     """What the training policy does on `probe_episodes`' steps: [steps, batch, action_dim]."""
-    import numpy as np
-    import torch
-
-    from ppo_control.rl.history import ObservationHistory
+    import torch  # not at import: see export_policy
 
     history = ObservationHistory(policy.history)
     starts = episode_starts(len(episodes))
@@ -181,9 +180,7 @@ def run_file(path: Path, fmt: str, episodes):
     state fed back as a controller would) and run it over `episodes` [steps, batch, obs_dim] (the
     actor's groups), resetting at the episode starts: (batched actions [steps, batch, action_dim],
     actions of sub-env 0 fed one observation at a time [steps, action_dim])."""
-    import numpy as np
-
-    from ppo_control.deploy.loading import load_onnx, load_torchscript
+    from ppo_control.deploy.loading import load_onnx, load_torchscript  # torch: see export_policy
 
     starts = episode_starts(len(episodes))
     load = load_torchscript if fmt == "torchscript" else load_onnx
@@ -201,8 +198,6 @@ def run_file(path: Path, fmt: str, episodes):
 
 def verify_file(path: Path, fmt: str, episodes, expected) -> float:
     """Run `path` over the probe episodes and return the max |difference| from `expected`."""
-    import numpy as np
-
     batched, single = run_file(path, fmt, episodes)
     expected = expected.numpy()
     if batched.shape != expected.shape or single.shape != expected[:, 0].shape:
@@ -225,8 +220,8 @@ def export_policy(args: DictConfig) -> ExportResult:
     """Write and verify the export that `args` (see `parse_args`) describe."""
     if args.format == "onnx":
         require_onnx_packages()
-    checkpoint = checkpoint_to_load(args.run, args.checkpoint)  # before the heavy imports (torch)
-
+    checkpoint = checkpoint_to_load(args.run, args.checkpoint)
+    # torch (and the modules that load it) only now: a wrong argument or run path is refused in one line without it
     from ppo_control.deploy import module as deploy
     from ppo_control.runs.directory import load_run
 
@@ -273,7 +268,7 @@ def main(argv: list[str]) -> None:
 
 
 def usage_hint(out: Path, fmt: str, obs_dim: int, stateful: bool = False) -> str:
-    from ppo_control.deploy.module import METADATA_FILE
+    from ppo_control.deploy.module import METADATA_FILE  # the module loads torch: see export_policy
 
     if fmt == "torchscript":
         return (

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ppo_control.config.errors import UserError
+from ppo_control.deploy.module import METADATA_FILE, ONNX_HISTORY_INPUT, ONNX_INPUT, ONNX_RNN_INPUT
 from ppo_control.rl.history import ObservationHistory
 
 
@@ -85,6 +86,7 @@ def is_torchscript(path: Path) -> bool:
 
 
 def _from_run(run_dir: Path, checkpoint: str | None) -> LoadedPolicy:
+    # A run's policy needs the envs' modules (gymnasium, mujoco); an exported file does not load them.
     from ppo_control.runs.directory import load_run
 
     loaded = load_run(run_dir, checkpoint)
@@ -120,8 +122,6 @@ def _from_run(run_dir: Path, checkpoint: str | None) -> LoadedPolicy:
 
 def load_torchscript(path: Path) -> LoadedPolicy:
     """An exported TorchScript file, through plain torch.jit.load (its state lives in the module)."""
-    from ppo_control.deploy.module import METADATA_FILE
-
     extra = {METADATA_FILE: ""}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit is deprecated in torch >= 2.10
@@ -144,10 +144,9 @@ def load_onnx(path: Path) -> LoadedPolicy:
     from call to call here, as a controller would: at an episode start the first observation
     repeated as history and a zero recurrent state."""
     try:
-        import onnxruntime
+        import onnxruntime  # an optional extra
     except ImportError:
         raise UserError("loading an ONNX policy needs onnxruntime (pip install onnxruntime)") from None
-    from ppo_control.deploy.module import METADATA_FILE, ONNX_HISTORY_INPUT, ONNX_INPUT, ONNX_RNN_INPUT
 
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     metadata = json.loads(session.get_modelmeta().custom_metadata_map.get(METADATA_FILE, "{}"))

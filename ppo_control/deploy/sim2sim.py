@@ -2,6 +2,10 @@
 `python -m ppo_control.sim2sim` runs it (the command's usage and description:
 ppo_control/sim2sim.py): the controller loop, the perturbations of the world, the episodes and
 their table.
+
+Loading this module loads numpy alone: torch (the policy) and mujoco (the controller, the
+reference) are imported inside the functions that use them, so a wrong argument or path is refused
+in one line before they load, and the robustness grid imports `drive` at no cost.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from omegaconf import OmegaConf
 
 from ppo_control.config import ConfigError, Sim2SimArgs, parse_command_args
 from ppo_control.config.errors import UserError
@@ -47,7 +52,7 @@ def export_path(args) -> Path:
             )
     if not path.is_file():
         raise UserError(f"export '{path}' does not exist; give an exported policy file (.pt TorchScript or .onnx)")
-    from ppo_control.deploy.loading import is_torchscript
+    from ppo_control.deploy.loading import is_torchscript  # torch: see the module's docstring
 
     if path.suffix != ".onnx" and not is_torchscript(path):
         raise UserError(f"'{path}' is not an exported policy (TorchScript or ONNX): sim2sim runs what `export` wrote, never a checkpoint")
@@ -64,7 +69,7 @@ class ControllerLoop:
     episodes (reward terms, falls, tracking error from the simulator's state)."""
 
     def __init__(self, world, contract, latency: int = 0):
-        from ppo_control.deploy.controller import Controller
+        from ppo_control.deploy.controller import Controller  # mujoco: see the module's docstring
 
         self.world, self.contract, self.task = world, contract, world.task
         self.num_envs = world.num_envs
@@ -114,7 +119,7 @@ class Perturbation:
 def perturb_world(world, contract, perturbation: Perturbation) -> None:
     """The contract's PD loop and timing on the world's model (as a controller configures its
     robot), then the perturbations of the real robot against it."""
-    from ppo_control.deploy.controller import configure_model
+    from ppo_control.deploy.controller import configure_model  # mujoco: see the module's docstring
 
     model, p = world.mj_model, perturbation  # the model is shared by every sub-env
     configure_model(model, replace(contract, kp=contract.kp * p.kp_scale))
@@ -135,6 +140,7 @@ def drive(policy, metadata: dict[str, Any], env_kwargs: dict[str, Any], episodes
     `metadata` (an export's, or one built the same way for a checkpoint), episodes as long as the
     run's (metadata's max_episode_steps): (Evaluation, the recorded sub-env's PhysicsEpisode or None,
     the world's model, its control period)."""
+    # mujoco: see the module's docstring
     from ppo_control.deploy.controller import RobotContract
     from ppo_control.envs.mujoco import REFERENCE_TASKS, has_reference, make_reference_vec_env
 
@@ -154,6 +160,7 @@ def drive(policy, metadata: dict[str, Any], env_kwargs: dict[str, Any], episodes
 def run_episodes(loop: ControllerLoop, policy, seed: int, record: int | None = None):
     """The first episode of every sub-env under the exported policy; returns (Evaluation, the
     recorded sub-env's PhysicsEpisode or None)."""
+    # mujoco and torch: see the module's docstring
     from ppo_control.envs.base import diagnostic_means
     from ppo_control.envs.joystick import tracking_indices
     from ppo_control.rendering.video import PhysicsEpisode, command_and_measured
@@ -199,8 +206,7 @@ def sim2sim(**arguments: Any) -> dict[str, Any]:
     args = parse_command_args(Sim2SimArgs, arguments, "sim2sim")
     check_args(args)
     path = export_path(args)
-    from omegaconf import OmegaConf
-
+    # torch only now: see the module's docstring
     from ppo_control.deploy.loading import load_policy
     from ppo_control.rl.evaluation import EVAL_SEED_OFFSET
     from ppo_control.runs.checkpoint import atomic_write
@@ -244,6 +250,7 @@ def sim2sim(**arguments: Any) -> dict[str, Any]:
 
 
 def write_video(path: Path, model, dt: float, episode) -> Path:
+    # mujoco, torch: see the module's docstring
     from ppo_control.rendering.video import HostScene, open_frames, write_physics_episode
     from ppo_control.runs.checkpoint import atomic_write
 

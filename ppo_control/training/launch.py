@@ -24,7 +24,8 @@ class TrainResult:
 def train_from_overrides(overrides, resume: str | None, max_updates: int | None = None) -> TrainResult:
     """Train from overrides, a mapping (the `train` function) or key=value strings (the train command)."""
     if resume:
-        candidates = resume_candidates(resume)  # a wrong path is refused before the heavy imports (torch)
+        candidates = resume_candidates(resume)
+        # torch and what loads it only now: a wrong path is refused in one line without them
         from ppo_control.runs.directory import find_resume_checkpoint
         from ppo_control.training.trainer import Trainer
 

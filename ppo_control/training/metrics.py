@@ -61,6 +61,7 @@ from typing import Any
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
 
 from ppo_control.runs.layout import METRICS_FILE
 
@@ -266,8 +267,6 @@ class MetricsLogger:
         postfix = " | ".join(p for p in parts if p)
         opened = self._bar is None
         if opened:
-            from tqdm import tqdm
-
             self._bar = tqdm(
                 total=self.total_steps,
                 initial=min(self._start_step, self.total_steps),
