@@ -107,7 +107,7 @@ class MjxBackend(Backend):
         return cls(request.env_id, request.num_envs, cfg.max_episode_steps, request.device or "cpu", **request.kwargs)
 
     def describe(self, env_id: str, kwargs: dict[str, Any], max_episode_steps: int | None) -> dict[str, Any]:
-        from ppo_control.envs import mjx_backend
+        from ppo_control.envs import mjx_backend  # torch and, when built, JAX: only for an mjx task
 
         return mjx_backend.describe(env_id, kwargs)
 

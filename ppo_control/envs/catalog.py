@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ppo_control.config import available_tasks, compose
 from ppo_control.config.errors import UserError
 from ppo_control.config.resources import TASKS_DIR
+from ppo_control.envs import describe_task, reference_backend
 
 
 @dataclass(frozen=True)
@@ -27,8 +28,6 @@ class TaskInfo:
 
 def task_info(name: str) -> TaskInfo:
     """Describe one task: a name from tasks/ or a path to a task .yaml (a UserError if it is invalid)."""
-    from ppo_control.envs import describe_task, reference_backend  # heavy imports (gymnasium, mujoco)
-
     cfg = compose([f"task={name}"])
     task = describe_task(cfg.env)
     groups = tuple((group, int(size)) for group, size in task.group_sizes.items())

@@ -21,6 +21,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+import mujoco
 import numpy as np
 
 from ppo_control.config.errors import UserError
@@ -52,7 +54,7 @@ INSTALL_HINT = "pip install envpool"
 
 def import_envpool():
     try:
-        import envpool
+        import envpool  # an optional extra: imported where a backend needs it
     except ImportError:
         raise UserError(f"the envpool backend needs envpool, which is not installed; install it with: {INSTALL_HINT}") from None
     return envpool
@@ -111,8 +113,6 @@ def physics_base_path(env_id: str) -> str:
 def sub_env_bytes(env_id: str) -> int:
     """The memory of one sub-env of a robot task's pool: its own copy of the (physics-only) MuJoCo
     model, its data, and envpool's share."""
-    import mujoco
-
     task = playground.robot_task(env_id)
     model = playground.load_model(task, physics_base_path(env_id))
     data = mujoco.MjData(model)
@@ -273,8 +273,6 @@ def observation_cut(env_id: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any]
     options = {key: value for key, value in kwargs.items() if _INCLUDE_OPTION.fullmatch(key) and key not in accepted}
     if not options:
         return kwargs, None
-    import gymnasium as gym
-
     own = {key: value for key, value in kwargs.items() if key not in options}
     reference = gym.make(env_id, **own, **dict.fromkeys(options, True)).unwrapped  # every part, Gymnasium's layout
     structure = dict(getattr(reference, "observation_structure", {}))
@@ -295,7 +293,7 @@ def observation_cut(env_id: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any]
 def unavailable_reason(env_id: str, kwargs: dict[str, Any]) -> str | None:
     """Why the envpool backend cannot run the Gymnasium task `env_id` (None when it can)."""
     try:
-        import envpool
+        import envpool  # an optional extra
     except ImportError:
         return f"envpool is not installed ({INSTALL_HINT})"
     if env_id not in envpool.list_all_envs():

@@ -22,6 +22,7 @@ from gymnasium.wrappers import TimeLimit
 
 from ppo_control.config.errors import EnvWorkerError, UserError
 from ppo_control.envs.base import Capabilities, EnvInfo, EpisodeTracker, StepResult, as_arrays
+from ppo_control.envs.mujoco_names import action_names, observation_element_names
 from ppo_control.envs.observations import PRIVILEGED, DictGroups, Groups, PrivilegedObservation, find_wrapper, observation_groups
 from ppo_control.envs.randomization import DomainRandomization, Randomization
 
@@ -259,8 +260,6 @@ class GymnasiumVecEnv:
 def describe(env_id: str, kwargs: dict[str, Any], max_episode_steps: int | None) -> dict[str, Any]:
     """The task's control period, action size and actuator names, its observation groups, and the
     `policy` element names (where a known layout reproduces the observation), from one fresh env."""
-    from ppo_control.envs.mujoco_names import action_names, observation_element_names
-
     check_env_id(env_id)
     env = make_env_factory(env_id, kwargs, max_episode_steps)()
     try:

@@ -14,6 +14,9 @@ each step is one dispatch: what a dispatch costs is kept small by carrying the e
 into one array per dtype (`FlatLayout`) rather than the engine state's hundred-odd leaves, and by
 donating that carry to the step that replaces it. `step`/`reset` are the numpy face of the same
 env (the VecEnv protocol) for evaluation and tools that work on the host.
+
+JAX and Brax are an optional extra (`import_engine` names the command that installs them): every
+function imports them itself, so this module, and the registry that names it, load without them.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import torch
 
 from ppo_control.config.errors import UserError
 from ppo_control.envs.base import Capabilities, DeviceStep, EnvInfo, StepResult
+from ppo_control.envs.mujoco_names import action_names
 
 # JAX would otherwise take most of the GPU's memory at start-up, leaving torch none.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -461,8 +465,6 @@ class MjxVecEnv:
 def describe(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     """The engine env's control period, actuator names and observation size; its observation
     layout is the engine's own, so no element names."""
-    from ppo_control.envs.mujoco_names import action_names
-
     env, obs_size = shared_engine_env(name, kwargs)
     return {
         "control_period_s": float(env.dt),

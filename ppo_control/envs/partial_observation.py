@@ -19,13 +19,12 @@ import gymnasium as gym
 import numpy as np
 
 from ppo_control.config.errors import UserError
+from ppo_control.envs.mujoco_names import observation_element_names
 
 
 def positions_only(task_id: str, **kwargs) -> gym.Env:
     """`task_id` (e.g. Hopper-v5) with its observation cut to the `qpos:` elements. The time limit
     is the outer one (the task file's env.max_episode_steps), as for any entry-point env."""
-    from ppo_control.envs.mujoco_names import observation_element_names
-
     env = gym.make(task_id, **kwargs).unwrapped  # the outer gym.make adds the time limit and checks
     names = observation_element_names(env)
     if names is None:

@@ -25,6 +25,8 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import mujoco
+
 from ppo_control.robots import playground
 
 _TAG = "__ppo_control_geom_"
@@ -80,8 +82,6 @@ def _geoms(files: dict[str, ET.ElementTree]) -> list[tuple[str, ET.Element]]:
 def _visual_geoms(source: Path, main: str, files: dict[str, ET.ElementTree]) -> list[ET.Element]:
     """The geoms that take no part in the physics: collide with nothing, drawn from a mesh. Found by
     compiling a tagged copy next to the originals (so relative paths resolve as they do there)."""
-    import mujoco
-
     geoms = _geoms(files)
     originals = [node.get("name") for _, node in geoms]
     for i, (_, node) in enumerate(geoms):

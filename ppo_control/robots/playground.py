@@ -88,6 +88,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import mujoco
 import numpy as np
 
 # Where every task's XML lies under the asset package's base_path (the C++ *XmlPath functions).
@@ -482,15 +483,13 @@ def model_path(task: RobotTask, base_path: str) -> str:
 
 @lru_cache(maxsize=16)
 def _load(path: str):
-    import mujoco
-
     return mujoco.MjModel.from_xml_path(path)
 
 
 def load_model(task: RobotTask, base_path: str | None = None):
     """The MuJoCo model the C++ loads (as in the XML: before the C++ overrides timestep and gains)."""
     if base_path is None:
-        import envpool
+        import envpool  # an optional extra: only where no asset path is given
 
         base_path = envpool.make_spec(task.env_id).config.base_path
     return _load(model_path(task, base_path))
@@ -499,8 +498,6 @@ def load_model(task: RobotTask, base_path: str | None = None):
 def _actuated_joints(model, task: RobotTask) -> tuple[np.ndarray, np.ndarray]:
     """(qpos addresses, dof addresses) of joint_names; raises if actuator i does not drive
     joint_names[i], which the C++ assumes without checking."""
-    import mujoco
-
     if model.nu != len(task.joint_names):
         raise ValueError(f"{task.name}: the model has {model.nu} actuators, the layout {len(task.joint_names)} joints")
     qpos, dof = [], []

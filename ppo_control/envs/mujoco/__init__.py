@@ -5,8 +5,7 @@ bindings, which can render them and change their models per sub-env (envpool can
 what every port of a Playground C++ task builds alike (model, options, layout, saved state); one
 module per robot holds its task logic (`go1`: Go1's joystick on flat and rough terrain; `t1`: the
 Booster T1 humanoid's joystick on flat terrain). `make_reference_vec_env` builds the VecEnv of a
-task that has a reference; `has_reference` says which do. A robot's module (and with it mujoco) is
-imported only when its VecEnv is built.
+task that has a reference; `has_reference` says which do.
 """
 
 from __future__ import annotations
@@ -15,13 +14,14 @@ from typing import Any
 
 from ppo_control.config.errors import UserError
 from ppo_control.envs.mujoco.batch import EnvpoolRandom, PhysicsBatch, ReferenceTask, ReferenceVecEnv, TaskStep
+from ppo_control.envs.mujoco.go1 import Go1Joystick
+from ppo_control.envs.mujoco.t1 import T1Joystick
 
-_GO1 = ("Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1")  # go1.ENV_IDS, without importing mujoco
-_T1 = ("T1JoystickFlatTerrain-v1",)  # t1.ENV_IDS
-_ALL = _GO1 + _T1
+_TASK_CLASSES = (Go1Joystick, T1Joystick)
+_ALL = tuple(env_id for task in _TASK_CLASSES for env_id in task.ENV_IDS)
 REFERENCE_TASKS = tuple(env_id.removesuffix("-v1") for env_id in _ALL)
 # env.kwargs a reference takes beyond its envpool spec's (each task class's REFERENCE_OPTIONS).
-_REFERENCE_OPTIONS = {env_id: ("keep_command_through_falls", "forward_commands_only") for env_id in _GO1}
+_REFERENCE_OPTIONS = {env_id: tuple(task.REFERENCE_OPTIONS) for task in _TASK_CLASSES for env_id in task.ENV_IDS}
 
 
 def _env_id(env_id_or_name: str) -> str:
@@ -55,14 +55,9 @@ def make_reference_vec_env(
     replays envpool's random streams (same seed, same episodes), "numpy" draws from numpy's.
     `randomization` (a randomization.Randomization): randomize.* on each sub-env's own model."""
     env_id = _env_id(env_id)
-    if env_id in _GO1:
-        from ppo_control.envs.mujoco.go1 import Go1Joystick
-
-        return ReferenceVecEnv(Go1Joystick(env_id, num_envs, kwargs, num_threads), max_episode_steps, rng, randomization)
-    if env_id in _T1:
-        from ppo_control.envs.mujoco.t1 import T1Joystick
-
-        return ReferenceVecEnv(T1Joystick(env_id, num_envs, kwargs, num_threads), max_episode_steps, rng, randomization)
+    for task in _TASK_CLASSES:
+        if env_id in task.ENV_IDS:
+            return ReferenceVecEnv(task(env_id, num_envs, kwargs, num_threads), max_episode_steps, rng, randomization)
     raise UserError(f"env.id '{env_id}': no MuJoCo reference of this task; tasks with one: {', '.join(_ALL)}")
 
 

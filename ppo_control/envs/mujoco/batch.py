@@ -24,16 +24,19 @@ as on envpool and what differs is the simulation alone. `rng="numpy"` gives nump
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import mujoco
 import numpy as np
 
 from ppo_control.config.errors import UserError
 from ppo_control.envs.base import Capabilities, EnvInfo, EpisodeTracker, StepResult, as_arrays, usable_cores
 from ppo_control.envs.joystick import tracking_errors, tracking_indices
+from ppo_control.envs.randomization import SubEnvRandomizer
 
 
 class EnvpoolRandom:
@@ -100,9 +103,6 @@ class PhysicsBatch:
     """`num_envs` MuJoCo simulations stepped together; sub-env i runs `model(i)` on `data[i]`."""
 
     def __init__(self, model, num_envs: int, num_threads: int | None = None):
-        import mujoco
-
-        self._mujoco = mujoco
         self.num_envs = num_envs
         self._models = [model] * num_envs
         self.data = [mujoco.MjData(model) for _ in range(num_envs)]
@@ -124,13 +124,13 @@ class PhysicsBatch:
         if (model.nq, model.nv, model.nu, model.nsensordata) != (shared.nq, shared.nv, shared.nu, shared.nsensordata):
             raise ValueError("a sub-env's model must have the structure of the shared model")
         self._models[i] = model
-        self.data[i] = self._mujoco.MjData(model)
+        self.data[i] = mujoco.MjData(model)
 
     def step(self, ctrl: np.ndarray, substeps: int) -> None:
         """Write each sub-env's controls and advance its physics `substeps` mj_steps."""
         for data, row in zip(self.data, ctrl):
             data.ctrl[:] = row
-        mj_step, models, datas = self._mujoco.mj_step, self._models, self.data
+        mj_step, models, datas = mujoco.mj_step, self._models, self.data
 
         def run(chunk: np.ndarray) -> None:
             for i in chunk:
@@ -150,17 +150,17 @@ class PhysicsBatch:
         for i in ids:
             if self.start_pose is not None:
                 self.start_pose(i, self.data[i])
-            self._mujoco.mj_forward(self._models[i], self.data[i])
+            mujoco.mj_forward(self._models[i], self.data[i])
 
     def reset(self, i: int) -> Any:
         """mj_resetData on sub-env i; returns its MjData for the caller to fill."""
-        self._mujoco.mj_resetData(self._models[i], self.data[i])
+        mujoco.mj_resetData(self._models[i], self.data[i])
         return self.data[i]
 
     def get_state(self) -> np.ndarray:
         """Every sub-env's integration state (mjSTATE_INTEGRATION: time, qpos, qvel, act, warmstart,
         controls, applied forces, ...), [num_envs, size]: what the next mj_step starts from."""
-        mujoco, spec = self._mujoco, self._mujoco.mjtState.mjSTATE_INTEGRATION
+        spec = mujoco.mjtState.mjSTATE_INTEGRATION
         states = np.empty((self.num_envs, mujoco.mj_stateSize(self._models[0], spec)))
         for i, data in enumerate(self.data):
             mujoco.mj_getState(self._models[i], data, states[i], spec)
@@ -169,7 +169,7 @@ class PhysicsBatch:
     def set_state(self, states: np.ndarray) -> None:
         """Restore `get_state()`'s result. The derived fields (sensors, site frames) are not restored:
         the next mj_step computes them before anything reads them."""
-        mujoco, spec = self._mujoco, self._mujoco.mjtState.mjSTATE_INTEGRATION
+        spec = mujoco.mjtState.mjSTATE_INTEGRATION
         if states.shape != (self.num_envs, mujoco.mj_stateSize(self._models[0], spec)):
             raise UserError(f"the saved physics state has shape {list(states.shape)}; this env's is [{self.num_envs}, ...] of its model")
         for i, data in enumerate(self.data):
@@ -259,10 +259,6 @@ class ReferenceVecEnv:
 
     def _randomize(self, settings) -> list:
         """One SubEnvRandomizer per sub-env, each on its own copy of the model (randomize.*)."""
-        import copy
-
-        from ppo_control.envs.randomization import SubEnvRandomizer
-
         physics, ones = self.task.physics, np.ones(self.task.action_dim)
         lean = self.task.physics_model()  # a copy per sub-env: without the visual meshes, it is small
         randomizers = []

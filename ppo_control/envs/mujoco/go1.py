@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+import mujoco
 import numpy as np
 
 from ppo_control.envs.mujoco.batch import TaskStep
@@ -180,7 +181,6 @@ class Go1Joystick(PlaygroundPort):
     def reset(self, ids: np.ndarray, rngs: Sequence[np.random.Generator]) -> np.ndarray:
         """go1.h Reset: the home pose moved by U(-0.5, 0.5) in x and y, turned by a yaw in
         U(-3.14, 3.14), with base velocities U(-0.5, 0.5); a command and its countdown."""
-        mujoco = self._mujoco
         for i in ids:
             rng = rngs[i]
             data = self.physics.reset(i)

@@ -10,11 +10,12 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
+import mujoco
 import numpy as np
 
 from ppo_control.config.errors import UserError
 from ppo_control.envs.mujoco.batch import PhysicsBatch
-from ppo_control.robots import playground
+from ppo_control.robots import physics_assets, playground
 
 MAX_EPISODE_STEPS = 1000  # envpool's registration default for the Playground tasks
 
@@ -53,9 +54,6 @@ class PlaygroundPort:
     def __init__(
         self, env_id: str, num_envs: int, kwargs: dict[str, Any] | None = None, num_threads: int | None = None, base_path: str | None = None
     ):
-        import mujoco
-
-        self._mujoco = mujoco
         self.env_id = env_id
         self.options = options = self.resolve_options(env_id, kwargs or {})
         task = playground.robot_task(env_id)
@@ -91,7 +89,7 @@ class PlaygroundPort:
 
     def load_model(self, base_path: str):
         """The model the C++ builds: its XML with what its constructor writes in."""
-        model = self._mujoco.MjModel.from_xml_path(playground.model_path(playground.robot_task(self.env_id), base_path))
+        model = mujoco.MjModel.from_xml_path(playground.model_path(playground.robot_task(self.env_id), base_path))
         if model.nq < 7 + self.NU or model.nv < 6 + self.NU or model.nu != self.NU:
             raise ValueError(f"{self.env_id}: unexpected {self.ROBOT} model dimensions")
         self.configure_model(model)
@@ -104,8 +102,6 @@ class PlaygroundPort:
     def physics_model(self):
         """A new copy of the task's model without what only drawing uses (visual meshes, textures;
         the same dynamics, ppo_control/robots/physics_assets.py): a randomized sub-env's own model."""
-        from ppo_control.robots import physics_assets
-
         task = playground.robot_task(self.env_id)
         return self.load_model(physics_assets.base_path(task, self._base_path or asset_base_path(self.env_id, self.ROBOT)))
 
