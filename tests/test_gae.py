@@ -91,6 +91,6 @@ def test_device_recursion_matches_the_host_one():
     truncated = (torch.rand(T, N, generator=gen) < 0.1) & ~terminated
     last = torch.randn(N, generator=gen)
     host, _ = compute_gae(rewards, values, last, terminated, truncated, trunc_values, 0.99, 0.95)
-    device = _gae_loop(torch.where, rewards, values, last, terminated, truncated, trunc_values, 0.99, 0.95)
+    device = _gae_loop(rewards, values, last, terminated, truncated, trunc_values, 0.99, 0.95)
     assert torch.allclose(host, device, atol=1e-5)
     assert terminated.any() and truncated.any()

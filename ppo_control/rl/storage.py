@@ -96,21 +96,21 @@ def compute_gae(
     because s_{t+1} then belongs to a new episode. Returns are A + V (the critic's targets).
     """
     if rewards.device.type != "cpu":  # the env outputs live on the training device: stay there
-        advantages = _gae_loop(torch.where, rewards, values, last_values, terminated, truncated, truncation_values, gamma, gae_lambda)
+        advantages = _gae_loop(rewards, values, last_values, terminated, truncated, truncation_values, gamma, gae_lambda)
         return advantages, advantages + values
     # On the host, a loop over time on [N]-sized rows: numpy's per-op cost is a fraction of torch's,
     # which dominates at these sizes.
     device = values.device
     host = (x.detach().cpu().numpy() for x in (rewards, values, last_values, terminated, truncated, truncation_values))
     r, v, last_v, term, trunc, v_trunc = host
-    advantages = _gae_loop(np.where, r, v, last_v.astype(r.dtype), term, trunc, v_trunc, gamma, gae_lambda)
+    advantages = _gae_loop(r, v, last_v.astype(r.dtype), term, trunc, v_trunc, gamma, gae_lambda)
     advantages_t = torch.from_numpy(advantages).to(device)
     return advantages_t, advantages_t + values
 
 
-def _gae_loop(where, r, v, last_values, term, trunc, v_trunc, gamma: float, gae_lambda: float):
-    """The recursion of `compute_gae` over [T, N] arrays, numpy or torch alike (`where` is theirs):
-    the advantages."""
+def _gae_loop(r, v, last_values, term, trunc, v_trunc, gamma: float, gae_lambda: float):
+    """The recursion of `compute_gae` over [T, N] arrays, numpy or torch alike: the advantages."""
+    where = torch.where if isinstance(r, torch.Tensor) else np.where
     advantages = r * 0.0  # zeros of r's type, dtype and device
     next_advantage = advantages[0]
     next_values = last_values
