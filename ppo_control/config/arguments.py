@@ -81,6 +81,7 @@ class Sim2SimArgs:
     kp_scale: float = 1.0  # the motors' gain against the export's robot.kp
     video: bool = False  # also record the first robot's episode (<out>.mp4)
     out: Optional[str] = None  # default: <run>/sim2sim/sim2sim.json (beside the export without run=)
+    fail_on_departure: bool = False  # exit status 1 when the result departs from the run's eval.json beyond the episodes' noise
 
 
 @dataclass

@@ -21,7 +21,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from ppo_control.config import ConfigError, Sim2SimArgs, parse_command_args
-from ppo_control.config.errors import UserError
+from ppo_control.config.errors import CheckFailed, UserError
 
 OUT_DIR = "sim2sim"  # inside the run directory
 OUT_FILE = "sim2sim.json"
@@ -264,6 +264,43 @@ def write_video(path: Path, model, dt: float, episode) -> Path:
     return path
 
 
+NOMINAL = {"latency": 0, "friction": 1.0, "added_mass": 0.0, "kp_scale": 1.0}  # a result's unperturbed world
+# |z| beyond this for the mean return or the fall rate: more than the episodes' noise explains.
+DEPARTURE_Z = 3.0
+
+
+def departure(result: dict[str, Any], evaluation: dict[str, Any]) -> dict[str, Any]:
+    """sim2sim's episodes against evaluate's (eval.json): Welch's z of the mean returns and the
+    two-proportion z of the fall rates; `departs` when either is beyond DEPARTURE_Z."""
+    ours, theirs = np.asarray(result["returns"], dtype=float), np.asarray(evaluation["returns"], dtype=float)
+    spread = np.sqrt(ours.var(ddof=1) / len(ours) + theirs.var(ddof=1) / len(theirs)) if min(len(ours), len(theirs)) > 1 else 0.0
+    z_return = _z(ours.mean() - theirs.mean(), spread)
+    falls = np.array([result["fall_rate"], evaluation["fall_rate"]])
+    pooled = (falls[0] * len(ours) + falls[1] * len(theirs)) / (len(ours) + len(theirs))
+    z_falls = _z(falls[0] - falls[1], np.sqrt(pooled * (1.0 - pooled) * (1.0 / len(ours) + 1.0 / len(theirs))))
+    return {"z_return": z_return, "z_falls": z_falls, "departs": max(abs(z_return), abs(z_falls)) > DEPARTURE_Z}
+
+
+def _z(difference: float, spread: float) -> float:
+    """difference / spread, where a zero spread makes any difference infinitely unlikely."""
+    if spread > 0:
+        return float(difference / spread)
+    return 0.0 if difference == 0 else float(np.copysign(np.inf, difference))
+
+
+def verdict(result: dict[str, Any], evaluation: dict[str, Any], check: dict[str, Any]) -> str:
+    """One line: whether sim2sim agrees with evaluate, and the figures that say so."""
+    figures = (
+        f"return {result['return_mean']:.2f} against {evaluation['return_mean']:.2f} (z = {check['z_return']:+.1f}), "
+        f"falls {result['fall_rate']:.0%} against {evaluation['fall_rate']:.0%} (z = {check['z_falls']:+.1f})"
+    )
+    if not check["departs"]:
+        return f"sim2sim agrees with evaluate within the episodes' noise: {figures}"
+    perturbed = result["perturbation"] != NOMINAL
+    cause = "the perturbation" if perturbed else "the export, its contract or the controller"
+    return f"sim2sim DEPARTS from evaluate beyond the episodes' noise (|z| > {DEPARTURE_Z:g}): {figures}; look at {cause}"
+
+
 def table(result: dict[str, Any], evaluation: dict[str, Any] | None) -> str:
     """sim2sim's figures, beside the run's eval.json where there is one."""
     keys = ("tracking_error_lin", "tracking_error_ang")
@@ -278,11 +315,17 @@ def table(result: dict[str, Any], evaluation: dict[str, Any] | None) -> str:
 
 def main(argv: list[str]) -> None:
     arguments = parse_command_args(Sim2SimArgs, argv, "sim2sim")  # parsed here: errors name the CLI keys
+    eval_file = Path(arguments.run) / "eval.json" if arguments.run is not None else None
+    evaluation = json.loads(eval_file.read_text()) if eval_file is not None and eval_file.is_file() else None
+    if arguments.fail_on_departure and not (evaluation and evaluation.get("returns")):
+        raise UserError("fail_on_departure=true compares with the run's eval.json: give run=<dir> of a run `evaluate` has written one for")
     result = sim2sim(**arguments)
-    evaluation = None
-    if arguments.run is not None and (Path(arguments.run) / "eval.json").is_file():
-        evaluation = json.loads((Path(arguments.run) / "eval.json").read_text())
     print(table(result, evaluation))
     for key in ("written", "video"):
         if key in result:
             print(f"written     {result[key]}")
+    if evaluation is not None and evaluation.get("returns"):
+        check = departure(result, evaluation)
+        print(verdict(result, evaluation, check))
+        if check["departs"] and arguments.fail_on_departure:
+            raise CheckFailed(verdict(result, evaluation, check))
