@@ -3,7 +3,7 @@ comment) and every command's keys (the schema dataclasses: default and field com
 
     python scripts/config_reference.py [out=docs/configuration.md]
 
-Generated, never edited by hand: tests/test_config_reference.py fails when the page differs from
+Generated, never edited by hand: tests/config/test_config_reference.py fails when the page differs from
 what this writes, so the reference cannot drift from the code.
 """
 

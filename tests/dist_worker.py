@@ -1,4 +1,4 @@
-"""Run once per rank by tests/test_distributed.py (RANK/WORLD_SIZE/MASTER_* set by the test, or by
+"""Run once per rank by tests/training/test_distributed.py (RANK/WORLD_SIZE/MASTER_* set by the test, or by
 torchrun): trains a few updates and dumps what this rank holds, so the test can compare ranks.
 
 usage: dist_worker.py <dump_dir> <mode: normal|crash> <max_updates> key=value ...

@@ -7,7 +7,7 @@ error and falls side by side, per command.
 
 Builds the C++ example into `build` first when its binary is missing (CMake, a C++17 compiler, the
 torch and mujoco wheels' libraries). Writes cpp_controller.json and cpp_controller.md into `out`
-(default: the export's folder). Both loops are the same arithmetic (tests/test_export.py checks
+(default: the export's folder). Both loops are the same arithmetic (tests/deploy/test_export.py checks
 them step for step); a walking gait is chaotic, so over hundreds of steps float rounding can part
 them, and the table shows by how much that moves the figures.
 """

@@ -93,7 +93,7 @@ def check_robot_task(env_id: str, kwargs: dict[str, Any]) -> None:
 # What a pool holds beyond its sub-envs' models and data (threads, queues, the observation buffers).
 POOL_MEMORY_MARGIN = 1.1
 # envpool's own state per sub-env (its C++ env object, action and state buffers), beyond MuJoCo's
-# model and data; tests/test_robots.py checks the estimate against a real pool's growth.
+# model and data; tests/robots/test_robots.py checks the estimate against a real pool's growth.
 ENVPOOL_SUB_ENV_BYTES = 256 * 1024
 
 

@@ -6,7 +6,7 @@ part in the physics. This module writes, once per machine, a copy of the task's 
 them (the geoms that collide with nothing and are drawn from a mesh, the meshes only they used,
 every texture) into a mirror of envpool's asset tree, where every other file is a link to the
 original. The pool is then built with that mirror as its `base_path`. The simulation is the same:
-`tests/test_physics_assets.py` steps both pools of every robot task with the same actions and finds
+`tests/robots/test_physics_assets.py` steps both pools of every robot task with the same actions and finds
 observations, rewards and info bitwise equal.
 
 The XML is edited as text, element by element, rather than written back by MuJoCo's own

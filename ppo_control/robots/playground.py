@@ -4,7 +4,7 @@ action becomes a PD target, and where the gains and the action scale come from.
 
 Every fact here is read from envpool's C++ port (envpool/mujoco/playground/<robot>.h), not from the
 Python MuJoCo Playground, and is checked against the running envpool env in
-tests/test_playground_layouts.py:
+tests/robots/test_playground_layouts.py:
 
 - Go1JoystickFlatTerrain, Go1JoystickRoughTerrain: go1.h, PlaygroundGo1EnvBase (constructor,
   Go1XmlPath, Reset, Step, FillObs)

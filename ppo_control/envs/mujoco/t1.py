@@ -40,7 +40,7 @@ observations, rewards, every reward term, falls, resets and pushes (1200 steps o
 episodes). Newer bindings (4.0) compute a step to about 1e-13 of 3.6's until a discrete decision of
 the constraint solver (T1 runs opt.iterations = 3 Newton iterations with an early exit at a
 tolerance, and an active set) goes the other way on such a difference, mostly while a robot falls;
-that episode then parts from envpool's by 1e-6 to 1e-2 within a step (tests/test_reference_t1.py).
+that episode then parts from envpool's by 1e-6 to 1e-2 within a step (tests/envs/test_reference_t1.py).
 """
 
 from __future__ import annotations

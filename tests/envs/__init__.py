@@ -1,0 +1,1 @@
+"""Tests of ppo_control/envs/."""
