@@ -23,7 +23,7 @@ from tests.helpers import ROOT
 pytestmark = pytest.mark.slow
 
 # Left out of the copy the wheel is built from: VCS data, earlier build outputs, run outputs.
-_NOT_SOURCE = shutil.ignore_patterns(
+_NOT_SOURCE_ANYWHERE = shutil.ignore_patterns(
     ".git",
     "build",
     "dist",
@@ -32,12 +32,21 @@ _NOT_SOURCE = shutil.ignore_patterns(
     ".pytest_cache",
     ".ruff_cache",
     ".venv",
-    "runs",
     "wandb",
     "results",
     "videos",
     "MUJOCO_LOG.TXT",
 )
+
+
+def _not_source(folder: str, names: list[str]) -> set[str]:
+    """_NOT_SOURCE_ANYWHERE, and the checkout's own runs/ (top level only: ppo_control/runs is the package's)."""
+    left_out = set(_NOT_SOURCE_ANYWHERE(folder, names))
+    if Path(folder) == ROOT and "runs" in names:
+        left_out.add("runs")
+    return left_out
+
+
 SHIPPED_YAML = sorted(
     [f"ppo_control/data/configs/{p.relative_to(ROOT / 'configs').as_posix()}" for p in (ROOT / "configs").rglob("*.yaml")]
     + [f"ppo_control/data/tasks/{p.name}" for p in (ROOT / "tasks").glob("*.yaml")]
@@ -81,7 +90,7 @@ def wheel(tmp_path_factory) -> Path:
     pytest.importorskip("build", reason="building the wheel needs `build` (pip install -e '.[dev]')")
     work = tmp_path_factory.mktemp("wheel")
     source = work / "src"
-    shutil.copytree(ROOT, source, ignore=_NOT_SOURCE)  # a clean tree: no stale build/lib in the wheel, no junk in the repo
+    shutil.copytree(ROOT, source, ignore=_not_source)  # a clean tree: no stale build/lib in the wheel, no junk in the repo
     dist = work / "dist"
     _ok(
         subprocess.run(
