@@ -87,7 +87,7 @@ def task_kwargs(env_cfg) -> dict[str, Any]:
 
 def describe_task(env_cfg) -> TaskDescription:
     """The task of `env_cfg` (the run config's `env` section) as its reference backend knows it."""
-    facts = reference_of(env_cfg).describe(str(env_cfg.id), task_kwargs(env_cfg), env_cfg.max_episode_steps)
+    facts = reference_of(env_cfg).describe(str(env_cfg.id), task_kwargs(env_cfg), env_cfg.get("max_episode_steps"))
     return TaskDescription(**facts)
 
 
