@@ -1,6 +1,7 @@
 """Thin a finished run's full metric log into a compact curve file: metrics.jsonl[.gz] -> curve.csv.
 
     python -m benchmarks.scores.thin_curves [--rows 200] [--name curve.csv] <run dir, metrics file or folder> [...]
+    python -m benchmarks.scores.thin_curves --combine [--combined-name curves.csv] <suite folder> [...]
 
 A folder is searched for every metrics.jsonl / metrics.jsonl.gz under it (metrics.jsonl wins where
 both exist, as in `plot`); each gets a curve.csv beside it. The curve keeps `step` and only the
@@ -20,6 +21,19 @@ is then the log's own mean there, to within the bins' unequal numbers of rows. E
 kept as its own row (training columns empty), with its values as logged. Floats keep 4 significant
 digits (training returns 5, evaluation returns 7); a column a row lacks is empty. Reading it back:
 `csv.DictReader` or any CSV reader; the rows with an eval_return are the evaluations.
+
+`--combine` then gathers the per-run curve files (`--name`) found under the paths into one file per
+suite folder, `--combined-name` (default curves.csv) at that folder's top, and deletes the per-run
+files (`git rm` them). A run's suite folder is the one above its `runs/` directory (where
+`benchmark out=` puts it: `suite-1M/runs/Ant/s0` -> `suite-1M/curves.csv`); a run dir not under a
+`runs/` directory belongs to the folder above it. The combined file's first column, `run`, is the
+run dir relative to the suite folder (`runs/Ant/s0`), and selecting a run's rows gives back its
+curve file's rows unchanged; the other columns are the union of the runs' columns, each run's left
+empty where its curve lacks one. Runs are in natural order (s2 before s10), each run's rows in its
+curve's order. A combined file already there is read first: its runs are kept but those given again,
+whose rows are replaced, so a rerun run is added with `thin_curves <run dir>` and then
+`thin_curves --combine <suite folder>`. A combined name ending in `.gz` is written gzipped (pandas
+and `gzip.open` read it as it is). With `--combine` a path holding no metric log is not an error.
 """
 
 from __future__ import annotations
@@ -27,8 +41,10 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
+import io
 import json
 import math
+import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -187,18 +203,106 @@ def write_curve(source: Path, max_rows: int, name: str) -> Path:
     return target
 
 
+RUN_COLUMN = "run"
+
+
+def open_text(path: Path, mode: str):
+    """A combined file, gzipped where its name ends in .gz (written without a timestamp: reproducible)."""
+    if path.suffix == ".gz":
+        raw = gzip.GzipFile(path, mode[0] + "b", mtime=0) if "w" in mode else gzip.open(path, "rb")
+        return io.TextIOWrapper(raw, encoding="utf-8", newline="")
+    return open(path, mode, newline="", encoding="utf-8")
+
+
+def suite_of(run_dir: Path) -> Path:
+    """The folder a run's curve is combined into: the one above its `runs/` directory, or its parent."""
+    for parent in run_dir.parents:
+        if parent.name == "runs":
+            return parent.parent
+    return run_dir.parent
+
+
+def natural_key(run: str) -> list[Any]:
+    """Sort runs/Hopper/s2 before runs/Hopper/s10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", run)]
+
+
+def merge_columns(columns: list[str], more: list[str]) -> None:
+    """Add `more`'s columns missing from `columns`, each right after the column it follows in `more`."""
+    for i, col in enumerate(more):
+        if col not in columns:
+            at = columns.index(more[i - 1]) + 1 if i > 0 and more[i - 1] in columns else len(columns)
+            columns.insert(at, col)
+
+
+def read_table(path: Path) -> tuple[list[str], list[list[str]]]:
+    with open_text(path, "r") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, [])
+        return header, list(reader)
+
+
+def combine(paths: Iterable[Path], name: str, combined_name: str) -> list[tuple[Path, int, int]]:
+    """Gather every per-run `name` under `paths` into its suite folder's `combined_name` and delete the
+    per-run files. Returns (combined file, runs in it, per-run files taken) for each suite folder."""
+    curves: list[Path] = []
+    for path in paths:
+        curves += [path] if path.is_file() and path.name == name else sorted(path.rglob(name)) if path.is_dir() else []
+    suites: dict[Path, list[Path]] = {}
+    for curve in curves:
+        suites.setdefault(suite_of(curve.parent), []).append(curve)
+    written = []
+    for suite, members in suites.items():
+        target = suite / combined_name
+        columns: list[str] = []
+        runs: dict[str, tuple[list[str], list[list[str]]]] = {}
+        if target.is_file():
+            header, rows = read_table(target)
+            if header[:1] != [RUN_COLUMN]:
+                raise SystemExit(f"{target}: its first column is not {RUN_COLUMN!r}")
+            merge_columns(columns, header[1:])
+            for row in rows:
+                runs.setdefault(row[0], (header[1:], []))[1].append(row[1:])
+        for curve in members:
+            header, rows = read_table(curve)
+            merge_columns(columns, header)
+            runs[curve.parent.relative_to(suite).as_posix()] = (header, rows)
+        with open_text(target, "w") as handle:
+            writer = csv.writer(handle, lineterminator="\n")
+            writer.writerow([RUN_COLUMN, *columns])
+            for run in sorted(runs, key=natural_key):
+                header, rows = runs[run]
+                at = [header.index(col) if col in header else None for col in columns]
+                for row in rows:
+                    writer.writerow([run, *("" if i is None else row[i] for i in at)])
+        for curve in members:
+            curve.unlink()
+        written.append((target, len(runs), len(members)))
+    return written
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="+", type=Path, help="run dirs, metrics files or folders to search")
     parser.add_argument("--rows", type=int, default=200, help="at most this many training rows (default 200)")
     parser.add_argument("--name", default="curve.csv", help="the curve file's name beside each log (default curve.csv)")
+    parser.add_argument(
+        "--combine", action="store_true", help="then gather the per-run curve files into one file per suite folder and delete them"
+    )
+    parser.add_argument("--combined-name", default="curves.csv", help="the combined file's name (default curves.csv; .gz: gzipped)")
     args = parser.parse_args(argv)
     sources = metrics_files(args.paths)
-    if not sources:
+    if not sources and not args.combine:
         parser.error("no metrics.jsonl or metrics.jsonl.gz found")
     for source in sources:
         target = write_curve(source, args.rows, args.name)
         print(f"{source} -> {target.name} ({target.stat().st_size:,} bytes)")
+    if args.combine:
+        written = combine(args.paths, args.name, args.combined_name)
+        if not written:
+            parser.error(f"no {args.name} found to combine")
+        for target, runs, taken in written:
+            print(f"{taken} {args.name} -> {target} ({runs} runs, {target.stat().st_size:,} bytes)")
 
 
 if __name__ == "__main__":
