@@ -186,3 +186,13 @@ def all_keys(cfg: DictConfig | None = None, prefix: str = "") -> list[str]:
         else:
             keys.append(f"{prefix}{key}")
     return keys
+
+
+def batch_size(cfg: DictConfig) -> int:
+    """Samples one process collects per update: env.n_envs x ppo.rollout_steps."""
+    return int(cfg.env.n_envs) * int(cfg.ppo.rollout_steps)
+
+
+def minibatch_size(cfg: DictConfig) -> int:
+    """Samples per gradient step: the batch over ppo.minibatches (validation makes it divide)."""
+    return batch_size(cfg) // int(cfg.ppo.minibatches)

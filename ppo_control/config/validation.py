@@ -10,7 +10,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from ppo_control.config.loading import available_presets, default_config
-from ppo_control.config.schema import CHOICES, RANDOMIZE_PHYSICS_KEYS, RNN_TYPES, ConfigError
+from ppo_control.config.schema import CHOICES, RANDOMIZE_PHYSICS_KEYS, RNN_TYPES, ConfigError, batch_size
 
 
 def validate(cfg: DictConfig) -> None:
@@ -121,7 +121,7 @@ def _validate_ppo(cfg: DictConfig) -> None:
 def _validate_batch(cfg: DictConfig) -> None:
     """Across env, ppo and policy: the minibatches (and a recurrent policy's sequences) must divide the batch."""
     env, pol, ppo = cfg.env, cfg.policy, cfg.ppo
-    batch = env.n_envs * ppo.rollout_steps
+    batch = batch_size(cfg)
     if batch % ppo.minibatches != 0:
         raise ConfigError(
             f"ppo.minibatches={ppo.minibatches} does not divide the batch size env.n_envs*ppo.rollout_steps="
@@ -133,7 +133,7 @@ def _validate_batch(cfg: DictConfig) -> None:
                 f"policy.rnn_sequence_length={pol.rnn_sequence_length} does not divide ppo.rollout_steps={ppo.rollout_steps}; "
                 f"choose a divisor of {ppo.rollout_steps}"
             )
-        sequences = env.n_envs * ppo.rollout_steps // pol.rnn_sequence_length
+        sequences = batch // pol.rnn_sequence_length
         if sequences % ppo.minibatches != 0:
             raise ConfigError(
                 f"ppo.minibatches={ppo.minibatches} does not divide the {sequences} training sequences of a recurrent policy "

@@ -20,6 +20,7 @@ import torch
 from omegaconf import DictConfig
 
 from ppo_control.config.errors import NonFiniteError, UserError
+from ppo_control.config.schema import batch_size, minibatch_size
 from ppo_control.envs import VecEnv, check_run, make_vec_env, usable_cores
 from ppo_control.envs.observations import needs_privileged
 from ppo_control.envs.randomization import Randomization
@@ -116,9 +117,8 @@ def thread_counts(cfg: DictConfig) -> tuple[int, int]:
     collecting (the env workers have the cores then; one small forward pass gains nothing from more),
     every core for the update unless its minibatches are small (small updates ran faster on one
     thread; docs/training.md, Speed)."""
-    minibatch_size = cfg.env.n_envs * cfg.ppo.rollout_steps // cfg.ppo.minibatches
     collect = cfg.torch_threads or 1
-    update = cfg.torch_threads or (1 if minibatch_size < MULTITHREAD_MINIBATCH else usable_cores())
+    update = cfg.torch_threads or (1 if minibatch_size(cfg) < MULTITHREAD_MINIBATCH else usable_cores())
     return collect, update
 
 
@@ -319,7 +319,7 @@ class Trainer:
         stats = self.dist.mean_stats(stats, exclude=("approx_kl", "learning_rate", "ent_coef", "gamma", "gae_lambda"))
         check_finite_parameters(self.policy, self.progress.update + 1)
 
-        steps = self.cfg.env.n_envs * self.cfg.ppo.rollout_steps * self.dist.world_size
+        steps = batch_size(self.cfg) * self.dist.world_size
         self.progress.step += steps
         self.progress.update += 1
         log_std = float(self.policy.log_std.detach().mean())

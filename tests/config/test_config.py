@@ -246,3 +246,12 @@ def test_each_list_of_choices_is_written_once_and_every_implementation_covers_it
     keys = [f.name for f in fields(RandomizeConfig)]
     assert [f.name for f in fields(EvaluateRandomizeArgs)] == keys
     assert [f.name for f in fields(Randomization)] == keys
+
+
+def test_the_batch_and_minibatch_sizes_are_derived_in_one_place():
+    from ppo_control.config.schema import batch_size, minibatch_size
+
+    cfg = compose(["task=Hopper", "env.n_envs=6", "ppo.rollout_steps=32", "ppo.minibatches=4"])
+    assert (batch_size(cfg), minibatch_size(cfg)) == (192, 48)
+    with pytest.raises(ConfigError, match=r"does not divide the batch size env.n_envs\*ppo.rollout_steps=6\*32=192"):
+        compose(["task=Hopper", "env.n_envs=6", "ppo.rollout_steps=32", "ppo.minibatches=5"])
