@@ -25,26 +25,20 @@ import numpy as np
 import torch
 
 from benchmarks.common import parse_args, run_directory
+from ppo_control.envs.joystick import RESPONSE_DIRECTIONS, RESPONSE_MIN_COMMAND, tracking_indices
 
 DEFAULTS = {"run": None, "sub_envs": 64, "steps": 1000, "out": None, "seed": 2_000_000}
-MIN_COMMAND = 0.3
-DIRECTIONS = {"forward": (0, 1), "backward": (0, -1), "left": (1, 1), "right": (1, -1), "turn_left": (2, 1), "turn_right": (2, -1)}
-# Go1 joystick layouts (ppo_control/robots/playground.py): the command is the policy group's last
-# three elements; the privileged group repeats the policy group, then gyro, accelerometer, gravity and
-# the clean local linear velocity.
-POLICY_SIZE = 48
-COMMAND = slice(45, 48)
-CLEAN_LINVEL = slice(POLICY_SIZE + 48 + 9, POLICY_SIZE + 48 + 12)
-CLEAN_GYRO = slice(POLICY_SIZE + 48, POLICY_SIZE + 48 + 3)
+DIRECTIONS = {name: (axis, sign) for name, axis, sign in RESPONSE_DIRECTIONS}
 
 
 def bucket_of(command: np.ndarray) -> np.ndarray:
-    """The dominant commanded axis of each row as a direction name ("small" when every axis is under MIN_COMMAND)."""
+    """The dominant commanded axis of each row as a direction name ("small" when every axis is under
+    RESPONSE_MIN_COMMAND, the command response's own threshold)."""
     axis = np.abs(command).argmax(axis=1)
     value = command[np.arange(len(command)), axis]
     names = np.full(len(command), "small", dtype=object)
     for name, (index, sign) in DIRECTIONS.items():
-        names[(axis == index) & (np.sign(value) == sign) & (np.abs(value) >= MIN_COMMAND)] = name
+        names[(axis == index) & (np.sign(value) == sign) & (np.abs(value) >= RESPONSE_MIN_COMMAND)] = name
     return names
 
 
@@ -60,20 +54,21 @@ def discounted_returns(rewards, terminated, truncated, values, last_value, gamma
     return returns
 
 
-def rollout(policy, envs, steps: int, seed: int, value_scale: float):
+def rollout(policy, envs, where, steps: int, seed: int, value_scale: float):
+    """`where`: the task's TrackingIndices (the command's columns and the clean measurements')."""
+    torch.manual_seed(seed)  # the sampled actions, reproducible from the seed
     obs = envs.reset(seed=seed)
-    record = {key: [] for key in ("command", "linvel", "gyro", "value", "reward", "terminated", "truncated")}
+    record = {key: [] for key in ("command", "measured", "value", "reward", "terminated", "truncated")}
     with torch.inference_mode():
         for _ in range(steps):
             tensor = torch.as_tensor(obs)
             action, _ = policy.sample_action(tensor)
             record["value"].append(policy.value(policy.normalize(tensor)).numpy().reshape(-1) * value_scale)
-            record["command"].append(obs[:, COMMAND].copy())
+            record["command"].append(where.commanded(obs))
             result = envs.step(action.numpy())
             # the measurement after the step, against the command the step was taken under
             measured = np.where(result.terminated[:, None] | result.truncated[:, None], result.final_obs, result.obs)
-            record["linvel"].append(measured[:, CLEAN_LINVEL].copy())
-            record["gyro"].append(measured[:, CLEAN_GYRO].copy())
+            record["measured"].append(where.measured(measured))
             record["reward"].append(result.reward.astype(np.float64))
             record["terminated"].append(result.terminated.astype(np.float64))
             record["truncated"].append(result.truncated.astype(np.float64))
@@ -85,7 +80,7 @@ def rollout(policy, envs, steps: int, seed: int, value_scale: float):
 def summarize(record, last_value, gamma: float) -> dict[str, dict[str, float]]:
     returns = discounted_returns(record["reward"], record["terminated"], record["truncated"], record["value"], last_value, gamma)
     command = record["command"].reshape(-1, 3)
-    measured = np.concatenate([record["linvel"][..., :2], record["gyro"][..., 2:3]], axis=-1).reshape(-1, 3)
+    measured = record["measured"].reshape(-1, 3)
     names = bucket_of(command)
     flat = {key: record[key].reshape(-1) for key in ("value", "reward", "terminated")}
     error = returns.reshape(-1) - flat["value"]
@@ -121,11 +116,12 @@ def main(argv: list[str]) -> None:
     for path in checkpoints:
         loaded = load_run(run, path)
         cfg, policy = loaded.cfg, loaded.policy
-        scaler = torch.load(path, weights_only=True)["reward_scaler"]
+        scaler = loaded.state["reward_scaler"]
         value_scale = float(np.sqrt(float(scaler["stats.var"]) + 1e-8)) if cfg.normalize.reward else 1.0
         envs = make_vec_env(cfg.env, num_envs=int(args["sub_envs"]), privileged=True)
         try:
-            record, last_value = rollout(policy, envs, int(args["steps"]), int(args["seed"]), value_scale)
+            where = tracking_indices(str(cfg.env.id), envs.info.groups)
+            record, last_value = rollout(policy, envs, where, int(args["steps"]), int(args["seed"]), value_scale)
         finally:
             envs.close()
         step = int(path.stem.split("_")[1])

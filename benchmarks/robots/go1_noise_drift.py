@@ -21,44 +21,37 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import parse_args
+from ppo_control.envs.joystick import tracking_indices
 
 DEFAULTS = {"sub_envs": 128, "steps": 150, "out": None, "mjx": True, "seed": 0}
 SETTLE_STEPS = 10
 JOINTS = {"all": list(range(12)), "hip": list(range(0, 12, 3)), "thigh": list(range(1, 12, 3)), "calf": list(range(2, 12, 3))}
 ARMS = [(0.0, 1, "all"), (0.3, 1, "all"), (0.6, 1, "all"), (1.0, 1, "all"), (0.3, 5, "all"), (0.3, 25, "all")]
 ARMS += [(0.3, 1, group) for group in ("hip", "thigh", "calf")]
-# The Go1 joystick layout (ppo_control/robots/playground.py): after the 48 policy elements, the
-# privileged group repeats them, then gyro, accelerometer, gravity and the clean local linear velocity.
-CLEAN_LINVEL = slice(48 + 48 + 9, 48 + 48 + 12)
-CLEAN_GYRO_Z = 48 + 48 + 2
 XML = "mujoco_playground/_src/locomotion/go1/xmls/scene_mjx_feetonly_flat_terrain.xml"
 
 
 def actions(rng, std: float, hold: int, joints: str, steps: int, n: int) -> np.ndarray:
+    if std == 0:
+        return np.zeros((steps, n, 12))
     mask = np.zeros(12)
     mask[JOINTS[joints]] = 1.0
-    draws = np.clip(rng.normal(0.0, std, (-(-steps // hold), n, 12)), -1.0, 1.0) if std > 0 else np.zeros((1, n, 12))
-    return (np.repeat(draws, hold, axis=0)[:steps] if std > 0 else np.zeros((steps, n, 12))) * mask
+    draws = np.clip(rng.normal(0.0, std, (-(-steps // hold), n, 12)), -1.0, 1.0)
+    return np.repeat(draws, hold, axis=0)[:steps] * mask
 
 
-def envpool_row(envs, acts: np.ndarray, seed: int) -> dict[str, float]:
+def envpool_row(envs, where, acts: np.ndarray, seed: int) -> dict[str, float]:
+    """The clean measured velocity (vx, vy, wz: `where`, the task's TrackingIndices) of the upright sub-envs."""
     envs.reset(seed=seed)
-    vx, vy, wz, falls = [], [], [], 0
+    velocities, falls = [], 0
     for t, action in enumerate(acts):
         result = envs.step(action.astype(np.float32))
         measured = np.where(result.terminated[:, None], result.final_obs, result.obs)
         if t >= SETTLE_STEPS:
-            upright = ~result.terminated
-            vx.append(measured[upright, CLEAN_LINVEL.start])
-            vy.append(measured[upright, CLEAN_LINVEL.start + 1])
-            wz.append(measured[upright, CLEAN_GYRO_Z])
+            velocities.append(where.measured(measured[~result.terminated]))
         falls += int(result.terminated.sum())
-    return {
-        "vx": float(np.concatenate(vx).mean()),
-        "vy": float(np.concatenate(vy).mean()),
-        "wz": float(np.concatenate(wz).mean()),
-        "falls": falls,
-    }
+    vx, vy, wz = np.concatenate(velocities).mean(axis=0)
+    return {"vx": float(vx), "vy": float(vy), "wz": float(wz), "falls": falls}
 
 
 def playground_xml() -> Path:
@@ -128,13 +121,15 @@ def main(argv: list[str]) -> None:
     from ppo_control.envs.registry import make_vec_env
 
     n, steps = int(args["sub_envs"]), int(args["steps"])
-    envs = make_vec_env(compose(["task=Go1JoystickFlatTerrain", "env.num_threads=1"]).env, num_envs=n, privileged=True)
+    env_cfg = compose(["task=Go1JoystickFlatTerrain", "env.num_threads=1"]).env
+    envs = make_vec_env(env_cfg, num_envs=n, privileged=True)
+    where = tracking_indices(str(env_cfg.id), envs.info.groups)
     rows = []
     try:
         for std, hold, joints in ARMS:
             rng = np.random.default_rng(int(args["seed"]))
             acts = actions(rng, std, hold, joints, steps, n)
-            row = {"std": std, "hold": hold, "joints": joints, "envpool": envpool_row(envs, acts, 123)}
+            row = {"std": std, "hold": hold, "joints": joints, "envpool": envpool_row(envs, where, acts, 123)}
             print(json.dumps(row), flush=True)
             rows.append(row)
     finally:
