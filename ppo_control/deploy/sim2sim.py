@@ -264,7 +264,6 @@ def write_video(path: Path, model, dt: float, episode) -> Path:
     return path
 
 
-NOMINAL = {"latency": 0, "friction": 1.0, "added_mass": 0.0, "kp_scale": 1.0}  # a result's unperturbed world
 # |z| beyond this for the mean return or the fall rate: more than the episodes' noise explains.
 DEPARTURE_Z = 3.0
 
@@ -296,7 +295,7 @@ def verdict(result: dict[str, Any], evaluation: dict[str, Any], check: dict[str,
     )
     if not check["departs"]:
         return f"sim2sim agrees with evaluate within the episodes' noise: {figures}"
-    perturbed = result["perturbation"] != NOMINAL
+    perturbed = Perturbation(**result["perturbation"]) != Perturbation()
     cause = "the perturbation" if perturbed else "the export, its contract or the controller"
     return f"sim2sim DEPARTS from evaluate beyond the episodes' noise (|z| > {DEPARTURE_Z:g}): {figures}; look at {cause}"
 
@@ -326,6 +325,7 @@ def main(argv: list[str]) -> None:
             print(f"written     {result[key]}")
     if evaluation is not None and evaluation.get("returns"):
         check = departure(result, evaluation)
-        print(verdict(result, evaluation, check))
+        line = verdict(result, evaluation, check)
+        print(line)
         if check["departs"] and arguments.fail_on_departure:
-            raise CheckFailed(verdict(result, evaluation, check))
+            raise CheckFailed(line)
