@@ -139,5 +139,6 @@ class ReferenceBackend(Backend):
         )
 
     def describe(self, env_id: str, kwargs: dict[str, Any], max_episode_steps: int | None) -> dict[str, Any]:
-        envpool_options, _ = reference.split_reference_options(env_id, kwargs)
-        return envpool_backend.describe(env_id, envpool_options)  # a reference is the same task as envpool's port
+        envpool_options, own = reference.split_reference_options(env_id, kwargs)
+        facts = envpool_backend.describe(env_id, envpool_options)  # a reference is the same task as envpool's port
+        return reference.describe_variant(env_id, own, facts)

@@ -30,6 +30,7 @@ EXPECTED = {
 ROBOTS = {
     "Go1JoystickFlatTerrain": ("Go1JoystickFlatTerrain-v1", (48, 123), 12, 0.02),
     "Go1JoystickRoughTerrain": ("Go1JoystickRoughTerrain-v1", (48, 123), 12, 0.02),
+    "Go1JoystickFlatTerrainTrot": ("Go1JoystickFlatTerrain-v1", (56, 131), 12, 0.02),  # the clock: 4 x (cos, sin)
     "Go1Getup": ("Go1Getup-v1", (42, 91), 12, 0.02),
     "SpotFlatTerrainJoystick": ("SpotFlatTerrainJoystick-v1", (81, 167), 12, 0.02),
     "G1JoystickFlatTerrain": ("G1JoystickFlatTerrain-v1", (103, 216), 29, 0.02),

@@ -41,6 +41,19 @@ def split_reference_options(env_id: str, kwargs: dict[str, Any]) -> tuple[dict[s
     return {k: v for k, v in kwargs.items() if k not in own}, {k: v for k, v in kwargs.items() if k in own}
 
 
+def describe_variant(env_id: str, options: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+    """`facts`, the description of envpool's port of `env_id`, as the reference's own `options`
+    (split_reference_options' second part) change it (a variant's observation and contract)."""
+    return _task_class(_env_id(env_id)).describe_variant(options, facts)
+
+
+def _task_class(env_id: str) -> type:
+    for task in _TASK_CLASSES:
+        if env_id in task.ENV_IDS:
+            return task
+    raise UserError(f"env.id '{env_id}': no MuJoCo reference of this task; tasks with one: {', '.join(_ALL)}")
+
+
 def make_reference_vec_env(
     env_id: str,
     num_envs: int,
@@ -55,10 +68,8 @@ def make_reference_vec_env(
     replays envpool's random streams (same seed, same episodes), "numpy" draws from numpy's.
     `randomization` (a randomization.Randomization): randomize.* on each sub-env's own model."""
     env_id = _env_id(env_id)
-    for task in _TASK_CLASSES:
-        if env_id in task.ENV_IDS:
-            return ReferenceVecEnv(task(env_id, num_envs, kwargs, num_threads), max_episode_steps, rng, randomization)
-    raise UserError(f"env.id '{env_id}': no MuJoCo reference of this task; tasks with one: {', '.join(_ALL)}")
+    task = _task_class(env_id)(env_id, num_envs, kwargs, num_threads)
+    return ReferenceVecEnv(task, max_episode_steps, rng, randomization)
 
 
 __all__ = [
@@ -68,6 +79,7 @@ __all__ = [
     "ReferenceTask",
     "ReferenceVecEnv",
     "TaskStep",
+    "describe_variant",
     "has_reference",
     "make_reference_vec_env",
     "split_reference_options",

@@ -34,6 +34,7 @@ import mujoco
 import numpy as np
 
 from ppo_control.envs.mujoco.batch import TaskStep
+from ppo_control.envs.mujoco.gait import GaitClock
 from ppo_control.envs.mujoco.port import PlaygroundPort, round_half_away
 
 ENV_IDS = ("Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1")
@@ -111,6 +112,39 @@ ZERO_COMMAND_NORM = 0.01
 AIR_TIME_THRESHOLD_S = 0.1
 
 
+# The gait_clock variant: a trot (FR with RL, FL with RR, half a cycle apart); its observation adds
+# cos and sin of each foot's phase.
+TROT_RAD = {"FR": 0.0, "FL": math.pi, "RR": math.pi, "RL": 0.0}
+CLOCK_SIZE = 2 * len(FEET)
+
+
+def trot_clock(options: dict[str, Any], num_envs: int, control_period_s: float) -> GaitClock:
+    return GaitClock(num_envs, tuple(TROT_RAD[foot] for foot in FEET), options["gait_frequency_hz"], control_period_s)
+
+
+def describe_variant(options: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+    """The task's description (envpool_backend.describe's facts) for the reference's own options:
+    with gait_clock, each group gains the clock's elements after the command (the privileged group
+    after its copy of the policy's), and the export's robot section the clock a controller keeps."""
+    if not options.get("gait_clock"):
+        return facts
+    clock = trot_clock(Go1Joystick.resolve_options(ENV_IDS[0], options), 1, facts["control_period_s"])
+    elements = [f"phase_cos:{foot}" for foot in FEET] + [f"phase_sin:{foot}" for foot in FEET]
+    names = dict(facts["element_names"])
+    policy_size = len(names["policy"])
+    names["policy"] = names["policy"] + elements
+    names["privileged"] = names["privileged"][:policy_size] + [f"state:{e}" for e in elements] + names["privileged"][policy_size:]
+    robot = dict(facts["robot"])
+    robot["gait_phase"] = clock.contract()
+    robot["observation_sources"] = {
+        **robot["observation_sources"],
+        "phase_cos": {"controller": "gait_phase_cos"},
+        "phase_sin": {"controller": "gait_phase_sin"},
+    }
+    robot["sources"] = {**robot["sources"], "gait_phase": "the reference's gait_clock variant (envs/mujoco/gait.py)"}
+    return {**facts, "element_names": names, "group_sizes": {g: len(e) for g, e in names.items()}, "robot": robot}
+
+
 class Go1Joystick(PlaygroundPort):
     """The task on a PhysicsBatch of `num_envs` sub-envs (the ReferenceTask protocol of batch.py).
 
@@ -125,8 +159,18 @@ class Go1Joystick(PlaygroundPort):
     # commands a policy falls under are cut short and become rare in its batches.
     # forward_commands_only: every command's vx is made non-negative (|vx|, from the same draws): a
     # research knob, to see whether a policy finds a forward gait when nothing else competes.
-    REFERENCE_OPTIONS = {"keep_command_through_falls": False, "forward_commands_only": False}
+    # gait_clock: the named variant with a trot clock (gait.py): the policy reads each foot's phase
+    # (diagonal feet together, at gait_frequency_hz) after the command, and the reward gains the
+    # feet_phase term (times feet_phase_scale) for feet whose swing height follows it.
+    REFERENCE_OPTIONS = {
+        "keep_command_through_falls": False,
+        "forward_commands_only": False,
+        "gait_clock": False,
+        "gait_frequency_hz": 2.5,
+        "feet_phase_scale": 1.0,
+    }
     STATE = ("command", "steps_until_next_cmd", "last_act", "feet_air_time", "swing_peak", "last_contact")
+    describe_variant = staticmethod(describe_variant)
 
     def __init__(
         self, env_id: str, num_envs: int, kwargs: dict[str, Any] | None = None, num_threads: int | None = None, base_path: str | None = None
@@ -166,6 +210,21 @@ class Go1Joystick(PlaygroundPort):
         self.swing_peak = np.zeros((n, len(FEET)))
         self.last_contact = np.zeros((n, len(FEET)), dtype=bool)
         self.kept_command: dict[int, np.ndarray] = {}  # sub-env -> the command its fall left, for its next episode
+        self.clock = trot_clock(options, n, self.control_period_s) if options["gait_clock"] else None
+        if self.clock is not None:
+            self.STATE = (*self.STATE, "phase")
+            self.groups = tuple((group, size + CLOCK_SIZE) for group, size in self.groups)
+            self.foot_radius = model.site_size[self.feet_sites, 0]
+
+    @property
+    def phase(self) -> np.ndarray:
+        """The gait clock's phases [num_envs, feet] (the gait_clock variant only)."""
+        return self.clock.phase
+
+    @property
+    def phase_dt(self) -> np.ndarray | None:
+        """The clock's advance per control step per sub-env; None without a clock."""
+        return None if self.clock is None else self.clock.phase_dt
 
     def configure_model(self, model) -> None:
         """go1.h's constructor: sim_dt, ccd_iterations, the spec's kd in every joint's damping and its
@@ -216,6 +275,8 @@ class Go1Joystick(PlaygroundPort):
     def _clear(self, ids: np.ndarray) -> None:
         for array in (self.last_act, self.feet_air_time, self.swing_peak, self.last_contact):
             array[ids] = 0
+        if self.clock is not None:
+            self.clock.reset(ids)
 
     def _countdown(self, rng: np.random.Generator) -> int:
         return int(round_half_away(rng.exponential(1.0) * COMMAND_MEAN_S / self.control_period_s))
@@ -247,12 +308,13 @@ class Go1Joystick(PlaygroundPort):
         self.swing_peak = np.maximum(self.swing_peak, r["feet_z"])
         terminated = r["sensordata"][:, self.adr["upvector"] + 2] < 0.0
 
-        terms = self._reward_terms(r, actions, first_contact, contact, terminated)
+        terms = reward_terms(self, r, actions, first_contact, contact, terminated)
         total = np.zeros(self.num_envs)
-        for name in REWARD_TERMS:
+        for name in terms:
             total = total + terms[name]
         reward = np.clip(total * dt, 0.0, 10000.0).astype(np.float32)
 
+        acted_command = self.command.copy()
         self.steps_until_next_cmd -= 1
         for i in np.flatnonzero((self.steps_until_next_cmd <= 0) | terminated):
             before = self.command[i].copy()
@@ -262,49 +324,13 @@ class Go1Joystick(PlaygroundPort):
                 self.command[i] = self.kept_command[i] = before
         obs = self._observe(np.arange(self.num_envs), r, rngs)
 
+        if self.clock is not None:  # the observation holds the phase before this step's advance
+            self.clock.step(acted_command)
         self.last_act[:] = actions
         self.feet_air_time[contact] = 0.0
         self.swing_peak[contact] = 0.0
         self.last_contact[:] = contact
         return TaskStep(obs, reward, terminated, terms)
-
-    def _reward_terms(
-        self, r: dict[str, np.ndarray], actions: np.ndarray, first_contact: np.ndarray, contact: np.ndarray, terminated: np.ndarray
-    ) -> dict[str, np.ndarray]:
-        """go1.h ComputeRewards: each term times its scale (the sum's dt comes later)."""
-        o, s, cmd = self.options, r["sensordata"], self.command
-        local_linvel, gyro = self._sensor(s, "local_linvel"), self._sensor(s, "gyro")
-        global_linvel, global_angvel, up = self._sensor(s, "global_linvel"), self._sensor(s, "global_angvel"), self._sensor(s, "upvector")
-        lin_error = (cmd[:, 0] - local_linvel[:, 0]) ** 2 + (cmd[:, 1] - local_linvel[:, 1]) ** 2
-        ang_error = (cmd[:, 2] - gyro[:, 2]) ** 2
-        q, qd, force = r["qpos"][:, 7 : 7 + NU], r["qvel"][:, 6 : 6 + NU], r["actuator_force"][:, :NU]
-        delta = q - self.default_pose
-        zero_command = np.linalg.norm(cmd, axis=1) < ZERO_COMMAND_NORM
-        moving = (~zero_command).astype(np.float64)
-        limits = -np.minimum(q - self.soft_lowers, 0.0) + np.maximum(q - self.soft_uppers, 0.0)
-
-        feet_vel = s[:, self.feet_linvel]  # [n, feet, xyz]
-        vel_xy_sq = feet_vel[..., 0] ** 2 + feet_vel[..., 1] ** 2
-        height = o["max_foot_height"]
-        first = first_contact.astype(np.float64) * moving[:, None]
-        return {
-            "tracking_lin_vel": np.exp(-lin_error / o["tracking_sigma"]) * o["tracking_lin_vel_scale"],
-            "tracking_ang_vel": np.exp(-ang_error / o["tracking_sigma"]) * o["tracking_ang_vel_scale"],
-            "lin_vel_z": global_linvel[:, 2] ** 2 * o["lin_vel_z_scale"],
-            "ang_vel_xy": (global_angvel[:, 0] ** 2 + global_angvel[:, 1] ** 2) * o["ang_vel_xy_scale"],
-            "orientation": (up[:, 0] ** 2 + up[:, 1] ** 2) * o["orientation_scale"],
-            "dof_pos_limits": limits.sum(axis=1) * o["dof_pos_limits_scale"],
-            "pose": np.exp(-(delta**2 * POSE_WEIGHTS).sum(axis=1)) * o["pose_scale"],
-            "termination": terminated.astype(np.float64) * o["termination_scale"],
-            "stand_still": np.abs(delta).sum(axis=1) * zero_command * o["stand_still_scale"],
-            "torques": (np.sqrt((force**2).sum(axis=1)) + np.abs(force).sum(axis=1)) * o["torques_scale"],
-            "action_rate": ((actions - self.last_act) ** 2).sum(axis=1) * o["action_rate_scale"],
-            "energy": (np.abs(qd) * np.abs(force)).sum(axis=1) * o["energy_scale"],
-            "feet_clearance": (np.abs(r["feet_z"] - height) * np.sqrt(np.sqrt(vel_xy_sq))).sum(axis=1) * o["feet_clearance_scale"],
-            "feet_height": (((self.swing_peak / height - 1.0) ** 2) * first).sum(axis=1) * o["feet_height_scale"],
-            "feet_slip": (vel_xy_sq * contact * moving[:, None]).sum(axis=1) * o["feet_slip_scale"],
-            "feet_air_time": ((self.feet_air_time - AIR_TIME_THRESHOLD_S) * first).sum(axis=1) * o["feet_air_time_scale"],
-        }
 
     # --- observations --------------------------------------------------------------------------
     def _read(self, ids: np.ndarray | None) -> dict[str, np.ndarray]:
@@ -334,6 +360,8 @@ class Go1Joystick(PlaygroundPort):
         state = np.concatenate(
             [noisy[:, :9], noisy[:, 9 : 9 + NU] - self.default_pose, noisy[:, 9 + NU :], self.last_act[ids], self.command[ids]], axis=1
         )
+        if self.clock is not None:
+            state = np.concatenate([state, self.clock.observation(ids)], axis=1)
         feet_vel = s[:, self.feet_linvel].reshape(len(ids), -1)
         privileged = np.concatenate(
             [
@@ -355,3 +383,47 @@ class Go1Joystick(PlaygroundPort):
             axis=1,
         )
         return np.concatenate([state, privileged], axis=1)
+
+
+# --- rewards ----------------------------------------------------------------------------------
+def reward_terms(
+    task: Go1Joystick, r: dict[str, np.ndarray], actions: np.ndarray, first_contact: np.ndarray, contact: np.ndarray, terminated: np.ndarray
+) -> dict[str, np.ndarray]:
+    """go1.h ComputeRewards: each term times its scale (the sum's dt comes later), in REWARD_TERMS'
+    order, then the gait_clock variant's feet_phase; `r` is what `task` read of its physics this step."""
+    o, s, cmd = task.options, r["sensordata"], task.command
+    local_linvel, gyro = task._sensor(s, "local_linvel"), task._sensor(s, "gyro")
+    global_linvel, global_angvel, up = task._sensor(s, "global_linvel"), task._sensor(s, "global_angvel"), task._sensor(s, "upvector")
+    lin_error = (cmd[:, 0] - local_linvel[:, 0]) ** 2 + (cmd[:, 1] - local_linvel[:, 1]) ** 2
+    ang_error = (cmd[:, 2] - gyro[:, 2]) ** 2
+    q, qd, force = r["qpos"][:, 7 : 7 + NU], r["qvel"][:, 6 : 6 + NU], r["actuator_force"][:, :NU]
+    delta = q - task.default_pose
+    zero_command = np.linalg.norm(cmd, axis=1) < ZERO_COMMAND_NORM
+    moving = (~zero_command).astype(np.float64)
+    limits = -np.minimum(q - task.soft_lowers, 0.0) + np.maximum(q - task.soft_uppers, 0.0)
+
+    feet_vel = s[:, task.feet_linvel]  # [n, feet, xyz]
+    vel_xy_sq = feet_vel[..., 0] ** 2 + feet_vel[..., 1] ** 2
+    height = o["max_foot_height"]
+    first = first_contact.astype(np.float64) * moving[:, None]
+    terms = {
+        "tracking_lin_vel": np.exp(-lin_error / o["tracking_sigma"]) * o["tracking_lin_vel_scale"],
+        "tracking_ang_vel": np.exp(-ang_error / o["tracking_sigma"]) * o["tracking_ang_vel_scale"],
+        "lin_vel_z": global_linvel[:, 2] ** 2 * o["lin_vel_z_scale"],
+        "ang_vel_xy": (global_angvel[:, 0] ** 2 + global_angvel[:, 1] ** 2) * o["ang_vel_xy_scale"],
+        "orientation": (up[:, 0] ** 2 + up[:, 1] ** 2) * o["orientation_scale"],
+        "dof_pos_limits": limits.sum(axis=1) * o["dof_pos_limits_scale"],
+        "pose": np.exp(-(delta**2 * POSE_WEIGHTS).sum(axis=1)) * o["pose_scale"],
+        "termination": terminated.astype(np.float64) * o["termination_scale"],
+        "stand_still": np.abs(delta).sum(axis=1) * zero_command * o["stand_still_scale"],
+        "torques": (np.sqrt((force**2).sum(axis=1)) + np.abs(force).sum(axis=1)) * o["torques_scale"],
+        "action_rate": ((actions - task.last_act) ** 2).sum(axis=1) * o["action_rate_scale"],
+        "energy": (np.abs(qd) * np.abs(force)).sum(axis=1) * o["energy_scale"],
+        "feet_clearance": (np.abs(r["feet_z"] - height) * np.sqrt(np.sqrt(vel_xy_sq))).sum(axis=1) * o["feet_clearance_scale"],
+        "feet_height": (((task.swing_peak / height - 1.0) ** 2) * first).sum(axis=1) * o["feet_height_scale"],
+        "feet_slip": (vel_xy_sq * contact * moving[:, None]).sum(axis=1) * o["feet_slip_scale"],
+        "feet_air_time": ((task.feet_air_time - AIR_TIME_THRESHOLD_S) * first).sum(axis=1) * o["feet_air_time_scale"],
+    }
+    if task.clock is not None:
+        terms["feet_phase"] = task.clock.reward(r["feet_z"] - task.foot_radius, height) * o["feet_phase_scale"]
+    return terms

@@ -45,8 +45,9 @@ class PlaygroundPort:
     ENV_IDS: tuple[str, ...] = ()
     DEFAULTS: dict[str, Any] = {}
     BOOLEAN_OPTIONS: tuple[str, ...] = ()
-    # Options of the reference alone (the C++ port has none of them), all boolean and off by default.
-    REFERENCE_OPTIONS: dict[str, bool] = {}
+    # Options of the reference alone (the C++ port has none of them), with their defaults: off for
+    # a boolean switch.
+    REFERENCE_OPTIONS: dict[str, Any] = {}
     NU = 0
     ROBOT = ""
     STATE: tuple[str, ...] = ()
@@ -83,9 +84,15 @@ class PlaygroundPort:
         if unknown:
             valid = ", ".join(known)
             raise UserError(f"env.kwargs.{unknown[0]}: {env_id} has no such option; valid options: frame_stack, {valid}")
-        boolean = (*cls.BOOLEAN_OPTIONS, *cls.REFERENCE_OPTIONS)
+        boolean = (*cls.BOOLEAN_OPTIONS, *(key for key, default in cls.REFERENCE_OPTIONS.items() if isinstance(default, bool)))
         given = {key: bool(value) if key in boolean else float(value) for key, value in kwargs.items()}
         return {**known, **given}
+
+    @staticmethod
+    def describe_variant(options: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+        """The task's description (envpool_backend.describe's facts) under the reference's own
+        `options` (REFERENCE_OPTIONS given by the user): unchanged unless a robot's variant says so."""
+        return facts
 
     def load_model(self, base_path: str):
         """The model the C++ builds: its XML with what its constructor writes in."""

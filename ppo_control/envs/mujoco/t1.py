@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from ppo_control.envs.mujoco import gait
 from ppo_control.envs.mujoco.batch import TaskStep
 from ppo_control.envs.mujoco.port import PlaygroundPort, round_half_away
 
@@ -155,7 +156,6 @@ RESET_JOINT_SCALE = (0.5, 1.5)
 GAIT_FREQUENCY_HZ = (1.25, 1.75)
 RESAMPLE_AFTER_STEPS = 500
 ZERO_COMMAND_PROBABILITY = 0.1
-ZERO_COMMAND_NORM = 0.01
 POSE_WEIGHTS = np.array([1.0, 1.0, 0.1, 1.0, 1.0, 1.0, 0.1, 1.0, 1.0, 1.0, 1.0] + [0.01, 1.0, 1.0] * 4)
 HIP_JOINTS = ("Left_Hip_Roll", "Left_Hip_Yaw", "Right_Hip_Roll", "Right_Hip_Yaw")
 KNEE_JOINTS = ("Left_Knee_Pitch", "Right_Knee_Pitch")
@@ -163,7 +163,6 @@ AIR_TIME_START_S, AIR_TIME_MAX_S, AIR_TIME_MIN_COMMAND = 0.2, 0.3, 0.1
 HIP_MIN_SIDEWAYS_COMMAND = 0.1
 STAND_STILL_COMMAND = 0.1
 FEET_DISTANCE_MIN, FEET_DISTANCE_MAX_COST = 0.2, 0.1
-PHASE_REWARD_WIDTH = 0.01
 
 
 def _sum(columns: np.ndarray) -> np.ndarray:
@@ -183,20 +182,9 @@ def _libm(function, *arrays: np.ndarray) -> np.ndarray:
     return np.array([function(*args) for args in values], dtype=np.float64).reshape(shape)
 
 
-def _bezier(x: np.ndarray) -> np.ndarray:
-    return x * x * x + 3.0 * x * x * (1 - x)
-
-
 def _norm3(v: np.ndarray) -> np.ndarray:
     """Row norms of [n, 3], written out as the C++ does."""
     return np.sqrt(v[:, 0] * v[:, 0] + v[:, 1] * v[:, 1] + v[:, 2] * v[:, 2])
-
-
-def _foot_phase_target(phase: np.ndarray, max_foot_height: float) -> np.ndarray:
-    """FootPhaseTarget: the swing height the gait clock asks of a foot (a Bezier up, then down)."""
-    x = (phase + math.pi) / (2.0 * math.pi)
-    height = max_foot_height
-    return np.where(x <= 0.5, height * _bezier(2.0 * x), height + (0.0 - height) * _bezier(2.0 * x - 1.0))
 
 
 def _apply_yaw(qpos: np.ndarray, yaw: float) -> None:
@@ -403,9 +391,7 @@ class T1Joystick(PlaygroundPort):
 
     def _update_phase(self) -> None:
         """UpdatePhase: advance and wrap to [-pi, pi); held at pi under a (near) zero command."""
-        norm = _norm3(self.command)
-        self.phase = np.fmod(self.phase + self.phase_dt[:, None] + math.pi, 2.0 * math.pi) - math.pi
-        self.phase[norm <= ZERO_COMMAND_NORM] = math.pi
+        self.phase = gait.advance(self.phase, self.phase_dt, self.command)
 
     # --- observations --------------------------------------------------------------------------
     def _read(self, ids: np.ndarray | None) -> dict[str, np.ndarray]:
@@ -513,7 +499,7 @@ def _feet_terms(task: T1Joystick, r: dict[str, np.ndarray], first_contact: np.nd
     clearance = np.abs(feet_z - height) * vel_norm
     height_error = task.swing_peak / height - 1.0
     feet_height = height_error * height_error * first_contact
-    phase_error = feet_z - _foot_phase_target(task.phase, height)
+    phase_error = feet_z - gait.foot_phase_target(task.phase, height)
     body_speed = np.sqrt(global_linvel[:, 0] * global_linvel[:, 0] + global_linvel[:, 1] * global_linvel[:, 1])
     air_time = np.where(first_contact, np.minimum(task.feet_air_time - AIR_TIME_START_S, AIR_TIME_MAX_S), 0.0)
     air_time = np.where(_norm3(task.command) <= AIR_TIME_MIN_COMMAND, 0.0, _sum(air_time))
@@ -528,7 +514,7 @@ def _feet_terms(task: T1Joystick, r: dict[str, np.ndarray], first_contact: np.nd
         "feet_air_time": air_time * o["feet_air_time_scale"],
         "feet_slip": body_speed * contact.sum(axis=1) * o["feet_slip_scale"],
         "feet_height": _sum(feet_height) * o["feet_height_scale"],
-        "feet_phase": _libm(math.exp, -_sum(phase_error * phase_error) / PHASE_REWARD_WIDTH) * o["feet_phase_scale"],
+        "feet_phase": _libm(math.exp, -_sum(phase_error * phase_error) / gait.PHASE_REWARD_WIDTH) * o["feet_phase_scale"],
         "feet_distance": np.clip(FEET_DISTANCE_MIN - feet_distance, 0.0, FEET_DISTANCE_MAX_COST) * o["feet_distance_scale"],
     }
 
