@@ -1,7 +1,7 @@
 """Go1's gait_clock variant on its MuJoCo reference (env.kwargs.gait_clock, envs/mujoco/gait.py):
-the trot clock in the observation, its phase reward, the hold under a zero command, the
-description an export carries, and a controller built from that description reading exactly what
-the task shows its policy."""
+the trot clock at the end of each observation group, its phase reward, the hold under a zero
+command, the tracking diagnostics unmoved, the description an export carries, and a controller
+built from that description reading exactly what the task shows its policy."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def test_the_clock_sits_after_the_command_and_advances_a_trot_held_under_a_zero_
         assert dict(task.groups) == {"policy": STATE + 8, "privileged": len(pg.robot_task(FLAT).groups["privileged_state"]) + 8}
         trot = np.array([0.0, math.pi, math.pi, 0.0])  # FR, FL, RR, RL: diagonal feet together
         np.testing.assert_allclose(obs[:, STATE : STATE + 8], np.tile(np.concatenate([np.cos(trot), np.sin(trot)]), (2, 1)), atol=1e-6)
-        np.testing.assert_array_equal(obs[:, STATE : STATE + 8], obs[:, STATE + 8 + STATE : STATE + 8 + STATE + 8])  # the privileged copy
+        np.testing.assert_array_equal(obs[:, STATE : STATE + 8], obs[:, -8:])  # the privileged group ends with it too
         task.command[1] = 0.0
         task.steps_until_next_cmd[:] = 1000
         for step in range(1, 4):
@@ -61,6 +61,10 @@ def test_the_phase_reward_is_one_for_feet_at_the_asked_height_and_joins_the_sum(
         assert set(terms) == {*REWARD_TERMS, "feet_phase"}
         assert 1.0 < terms["feet_phase"] <= 2.0
         assert result.reward[0] == pytest.approx(max(0.0, sum(terms.values()) * 0.02), rel=1e-5)
+        linvel, gyro = task._sensor(task._read(None)["sensordata"], "local_linvel"), task._sensor(task._read(None)["sensordata"], "gyro")
+        command = result.obs[0, STATE - 3 : STATE]
+        assert result.diagnostics["tracking_error_lin"][0] == pytest.approx(np.linalg.norm(command[:2] - linvel[0, :2]), rel=1e-5)
+        assert result.diagnostics["tracking_error_ang"][0] == pytest.approx(abs(command[2] - gyro[0, 2]), rel=1e-5)
     finally:
         env.close()
 

@@ -124,16 +124,13 @@ def trot_clock(options: dict[str, Any], num_envs: int, control_period_s: float) 
 
 def describe_variant(options: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
     """The task's description (envpool_backend.describe's facts) for the reference's own options:
-    with gait_clock, each group gains the clock's elements after the command (the privileged group
-    after its copy of the policy's), and the export's robot section the clock a controller keeps."""
+    with gait_clock, each group ends with the clock's elements, and the export's robot section
+    holds the clock a controller keeps."""
     if not options.get("gait_clock"):
         return facts
     clock = trot_clock(Go1Joystick.resolve_options(ENV_IDS[0], options), 1, facts["control_period_s"])
     elements = [f"phase_cos:{foot}" for foot in FEET] + [f"phase_sin:{foot}" for foot in FEET]
-    names = dict(facts["element_names"])
-    policy_size = len(names["policy"])
-    names["policy"] = names["policy"] + elements
-    names["privileged"] = names["privileged"][:policy_size] + [f"state:{e}" for e in elements] + names["privileged"][policy_size:]
+    names = {group: elements_of + elements for group, elements_of in facts["element_names"].items()}
     robot = dict(facts["robot"])
     robot["gait_phase"] = clock.contract()
     robot["observation_sources"] = {
@@ -159,8 +156,8 @@ class Go1Joystick(PlaygroundPort):
     # commands a policy falls under are cut short and become rare in its batches.
     # forward_commands_only: every command's vx is made non-negative (|vx|, from the same draws): a
     # research knob, to see whether a policy finds a forward gait when nothing else competes.
-    # gait_clock: the named variant with a trot clock (gait.py): the policy reads each foot's phase
-    # (diagonal feet together, at gait_frequency_hz) after the command, and the reward gains the
+    # gait_clock: the named variant with a trot clock (gait.py): each group ends with every foot's
+    # phase (diagonal feet together, at gait_frequency_hz), and the reward gains the
     # feet_phase term (times feet_phase_scale) for feet whose swing height follows it.
     REFERENCE_OPTIONS = {
         "keep_command_through_falls": False,
@@ -360,8 +357,6 @@ class Go1Joystick(PlaygroundPort):
         state = np.concatenate(
             [noisy[:, :9], noisy[:, 9 : 9 + NU] - self.default_pose, noisy[:, 9 + NU :], self.last_act[ids], self.command[ids]], axis=1
         )
-        if self.clock is not None:
-            state = np.concatenate([state, self.clock.observation(ids)], axis=1)
         feet_vel = s[:, self.feet_linvel].reshape(len(ids), -1)
         privileged = np.concatenate(
             [
@@ -382,7 +377,10 @@ class Go1Joystick(PlaygroundPort):
             ],
             axis=1,
         )
-        return np.concatenate([state, privileged], axis=1)
+        if self.clock is None:
+            return np.concatenate([state, privileged], axis=1)
+        clock = self.clock.observation(ids)  # last in each group: every other element keeps its place
+        return np.concatenate([state, clock, privileged, clock], axis=1)
 
 
 # --- rewards ----------------------------------------------------------------------------------
