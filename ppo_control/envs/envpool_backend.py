@@ -29,6 +29,7 @@ from ppo_control.config.errors import UserError
 from ppo_control.envs.base import Capabilities, EnvInfo, EpisodeTracker, StepResult, as_arrays
 from ppo_control.envs.joystick import tracking_errors, tracking_indices
 from ppo_control.envs.observations import GROUP_OF_KEY, POLICY
+from ppo_control.envs.success import success_indices
 from ppo_control.robots import physics_assets, playground
 
 # Options of an envpool spec that this package sets itself (or that would break its semantics):
@@ -191,6 +192,7 @@ class EnvpoolVecEnv:
             groups=groups,
         )
         self._tracking = tracking_indices(env_id, groups)
+        self._success = success_indices(env_id, groups)
         self._episodes = EpisodeTracker(num_envs)
 
     def _group_layout(self, space) -> tuple[list[str] | None, tuple[tuple[str, int], ...]]:
@@ -230,7 +232,8 @@ class EnvpoolVecEnv:
         return StepResult(obs, reward, terminated, truncated, final_obs, episode_returns, episode_lengths, diagnostics)
 
     def _diagnostics(self, obs: np.ndarray, info: dict[str, Any]) -> dict[str, np.ndarray]:
-        """The reward terms envpool reports, and the tracking error of a joystick task, per sub-env."""
+        """The reward terms envpool reports, the tracking error of a joystick task and the success
+        measures of a task that has them, per sub-env."""
         out = {
             f"reward/{key[len('reward_') :]}": np.asarray(value, dtype=np.float64)
             for key, value in info.items()
@@ -238,6 +241,8 @@ class EnvpoolVecEnv:
         }
         if self._tracking is not None:
             out.update(tracking_errors(obs, self._tracking))
+        if self._success is not None:
+            out.update(self._success.measures(obs))
         return out
 
     def get_state(self) -> None:
