@@ -14,10 +14,12 @@ from omegaconf import DictConfig, OmegaConf
 from ppo_control.config.arguments import Overrides, coerce_integral_floats, overrides_config
 from ppo_control.config.loading import available_presets, available_tasks, default_config, load, merge
 from ppo_control.config.resources import BACKENDS_DIR, PRESETS_DIR, REGIMES_DIR, TASKS_DIR
-from ppo_control.config.schema import DEFAULT_PRESET, RESUME_CHANGEABLE, RESUME_CHANGEABLE_TEXT, ConfigError
+from ppo_control.config.schema import BACKENDS, DEFAULT_PRESET, RESUME_CHANGEABLE, RESUME_CHANGEABLE_TEXT, ConfigError
 from ppo_control.config.validation import validate, validate_randomize
 
-MJX_SECTION = "mjx"  # a task file's settings for env.backend=mjx, applied over configs/backends/mjx.yaml
+# A backend with a regime file (configs/backends/<backend>.yaml) runs its own engine's counterpart
+# of a task: the task file names it in a section called after the backend (`mjx:`), applied over
+# the regime; a task file without that section has no counterpart there.
 REGIME_KEY = "regime"  # a task file's `regime: <name>`: configs/regimes/<name>.yaml applies before the task file
 
 
@@ -30,14 +32,15 @@ def compose(overrides: Overrides) -> DictConfig:
     cfg = default_config()
     task_file = _task_file(str(task))
     task_cfg = load(lambda: OmegaConf.load(task_file), str(task_file))
-    mjx_section = task_cfg.pop(MJX_SECTION, None)
+    backend_sections = {name: task_cfg.pop(name, None) for name in BACKENDS}
     regime = task_cfg.pop(REGIME_KEY, None)
     if regime is not None:  # the shared settings of a family of tasks, under the task file's own
         regime_file = _regime_file(str(regime), task_file)
         cfg = merge(cfg, load(lambda: OmegaConf.load(regime_file), str(regime_file)), str(regime_file))
     cfg = merge(cfg, task_cfg, str(task_file))
-    if str(OmegaConf.select(cli, "env.backend", default=cfg.env.backend)) == "mjx":
-        cfg = _mjx_regime(cfg, mjx_section, str(task), task_file)
+    backend = str(OmegaConf.select(cli, "env.backend", default=cfg.env.backend))
+    if (BACKENDS_DIR / f"{backend}.yaml").is_file():
+        cfg = _backend_regime(cfg, backend, backend_sections.get(backend), task_file)
     preset = str(cli.get("preset", cfg.preset))
     if preset != DEFAULT_PRESET:  # a preset replaces the task's tuning; command-line overrides still win
         preset_file = _preset_file(preset)
@@ -56,23 +59,24 @@ def _regime_file(name: str, task_file: Path) -> Path:
     return path
 
 
-def mjx_tasks() -> list[str]:
-    """The tasks whose file names an MJX counterpart."""
-    return sorted(p.stem for p in TASKS_DIR.glob("*.yaml") if MJX_SECTION in (OmegaConf.load(p) or {}))
+def backend_tasks(backend: str) -> list[str]:
+    """The tasks whose file names a counterpart on `backend` (a section named after it)."""
+    return sorted(p.stem for p in TASKS_DIR.glob("*.yaml") if backend in (OmegaConf.load(p) or {}))
 
 
-def _mjx_regime(cfg: DictConfig, section: DictConfig | None, task: str, task_file: Path) -> DictConfig:
-    """The task's config for env.backend=mjx: the GPU regime's settings, then the task file's own
-    `mjx:` section (its engine counterpart as env.id). The Gymnasium env's kwargs do not apply."""
+def _backend_regime(cfg: DictConfig, backend: str, section: DictConfig | None, task_file: Path) -> DictConfig:
+    """The task's config for a backend with a regime: the regime's settings, then the task file's
+    own section for that backend (its engine's counterpart of the task as env.id). The task's own
+    env.kwargs do not apply there."""
     if section is None:
         raise ConfigError(
-            f"env.backend=mjx: task '{task}' names no MJX counterpart (no `{MJX_SECTION}:` section in {task_file.name}); "
-            f"tasks with one: {', '.join(mjx_tasks())}"
+            f"env.backend={backend}: task '{task_file.stem}' names no counterpart there (no `{backend}:` section in {task_file.name}); "
+            f"tasks with one: {', '.join(backend_tasks(backend))}"
         )
-    regime = BACKENDS_DIR / "mjx.yaml"
+    regime = BACKENDS_DIR / f"{backend}.yaml"
     cfg = merge(cfg, load(lambda: OmegaConf.load(regime), str(regime)), str(regime))
     cfg.env.kwargs = {}
-    return merge(cfg, section, f"{task_file} ({MJX_SECTION}: section)")
+    return merge(cfg, section, f"{task_file} ({backend}: section)")
 
 
 # Env entry points (`env.id: module:callable`) of the package's own envs that moved with the

@@ -9,7 +9,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from ppo_control.config.loading import available_presets, default_config
+from ppo_control.config.loading import available_presets
 from ppo_control.config.schema import CHOICES, RANDOMIZE_PHYSICS_KEYS, RNN_TYPES, ConfigError, batch_size
 
 
@@ -25,8 +25,6 @@ def validate(cfg: DictConfig) -> None:
     for check in (_validate_top, _validate_env, _validate_normalize, _validate_policy, _validate_ppo, _validate_batch, _validate_eval):
         check(cfg)
     validate_randomize(cfg)
-    if cfg.env.backend == "mjx":
-        validate_mjx(cfg)
     _validate_log(cfg)
     _validate_checkpoint(cfg)
 
@@ -161,30 +159,6 @@ def _validate_checkpoint(cfg: DictConfig) -> None:
     _require(cfg, cfg.checkpoint.every_steps >= 0, "checkpoint.every_steps", ">= 0 (0 = only last.pt)")
     _require(cfg, cfg.checkpoint.keep >= 0, "checkpoint.keep", ">= 0")
     _require(cfg, _finite(cfg, "checkpoint.save_last_seconds") >= 0, "checkpoint.save_last_seconds", ">= 0")
-
-
-def validate_mjx(cfg: DictConfig) -> None:
-    """What env.backend=mjx cannot honour (yet): randomization, observation history and groups
-    beyond `policy` are host-side features of the Gymnasium backend."""
-    defaults = default_config()
-    changed = [f"randomize.{key}" for key in cfg.randomize if cfg.randomize[key] != defaults.randomize[key]]
-    if changed:
-        raise ConfigError(
-            f"{changed[0]} is not supported with env.backend=mjx (domain randomization runs on the gymnasium backend); remove it"
-        )
-    for key in ("actor_history", "critic_history"):
-        if cfg.policy[key] != 1:
-            raise ConfigError(
-                f"policy.{key}={cfg.policy[key]} is not supported with env.backend=mjx (history runs on the gymnasium and envpool "
-                "backends); use 1, or policy.rnn=gru|lstm for memory"
-            )
-    for key in ("actor_obs", "critic_obs"):
-        if list(cfg.policy[key]) != ["policy"]:
-            raise ConfigError(
-                f"policy.{key}={list(cfg.policy[key])} is not supported with env.backend=mjx: its envs have one group; use [policy]"
-            )
-    if cfg.eval.video and cfg.eval.randomize:
-        raise ConfigError("eval.randomize=true is not supported with env.backend=mjx (no randomization there); use false")
 
 
 def validate_randomize(cfg: DictConfig) -> None:

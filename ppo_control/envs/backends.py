@@ -17,6 +17,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from ppo_control.config import ConfigError, default_config
 from ppo_control.envs import envpool_backend, gymnasium_backend
 from ppo_control.envs import mujoco as reference
 from ppo_control.envs.base import Backend, VecEnv, VecEnvRequest
@@ -110,6 +111,31 @@ class MjxBackend(Backend):
         from ppo_control.envs import mjx_backend  # torch and, when built, JAX: only for an mjx task
 
         return mjx_backend.describe(env_id, kwargs)
+
+    def check_config(self, cfg) -> None:
+        """Randomization, observation history and groups beyond `policy` are host-side features
+        (of the Gymnasium and envpool backends): not here yet."""
+        defaults = default_config().randomize
+        changed = [f"randomize.{key}" for key in cfg.randomize if cfg.randomize[key] != defaults[key]]
+        if changed:
+            raise ConfigError(
+                f"{changed[0]} is not supported with env.backend={self.name} (domain randomization runs on the gymnasium backend); "
+                "remove it"
+            )
+        for key in ("actor_history", "critic_history"):
+            if cfg.policy[key] != 1:
+                raise ConfigError(
+                    f"policy.{key}={cfg.policy[key]} is not supported with env.backend={self.name} (history runs on the gymnasium "
+                    "and envpool backends); use 1, or policy.rnn=gru|lstm for memory"
+                )
+        for key in ("actor_obs", "critic_obs"):
+            if list(cfg.policy[key]) != ["policy"]:
+                raise ConfigError(
+                    f"policy.{key}={list(cfg.policy[key])} is not supported with env.backend={self.name}: its envs have one group; "
+                    "use [policy]"
+                )
+        if cfg.eval.video and cfg.eval.randomize:
+            raise ConfigError(f"eval.randomize=true is not supported with env.backend={self.name} (no randomization there); use false")
 
 
 class ReferenceBackend(Backend):

@@ -190,6 +190,10 @@ class Backend:
         """Whether it steps the Playground robot task `env_id`."""
         return False
 
+    def check_config(self, cfg) -> None:
+        """One line (ConfigError) for what a run's config asks that this backend cannot honour;
+        nothing by default. The registry's check_run calls it before anything is built."""
+
     def robot_refusal(self, env_id: str) -> str | None:
         """Its own one-line reason not to step the robot task `env_id`, where it steps others
         (None: the registry's general one)."""

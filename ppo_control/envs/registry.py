@@ -94,6 +94,7 @@ def describe_task(env_cfg) -> TaskDescription:
 def check_run(cfg) -> None:
     """What a run asks of its task that the task's backend cannot do, as one line, before anything
     is built or written (the evaluation envs, and so eval.*, are built only at the first evaluation)."""
+    backend_of(cfg.env).check_config(cfg)
     env_id = str(cfg.env.id)
     if not is_robot_task(env_id):
         return

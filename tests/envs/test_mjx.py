@@ -227,17 +227,20 @@ def test_mjx_run_resumes_exactly_evaluates_and_exports(tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["task=Swimmer"], "names no MJX counterpart"),
+        (["task=Swimmer"], "env.backend=mjx: task 'Swimmer' names no counterpart there"),
         (["task=Ant", "policy.actor_history=2"], "policy.actor_history=2 is not supported with env.backend=mjx"),
         (["task=Ant", "randomize.friction=[0.5,1.5]"], "randomize.friction is not supported with env.backend=mjx"),
         (["task=Ant", "policy.critic_obs=[policy,privileged]"], "policy.critic_obs"),
     ],
 )
 def test_what_the_mjx_backend_cannot_honour_is_refused_in_one_line(args, message):
+    """The task's counterpart when the config is composed; the backend's own limits when a run is
+    checked (registry.check_run, before anything is built or written)."""
     from ppo_control.config import ConfigError, compose
+    from ppo_control.envs.registry import check_run
 
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace(".", r"\.")):
-        compose([*args, "env.backend=mjx"])
+        check_run(compose([*args, "env.backend=mjx"]))
 
 
 def test_the_mjx_regime_keeps_its_own_settings_over_a_task_files_cpu_ones():
