@@ -47,7 +47,7 @@ def test_the_clock_sits_after_the_command_and_advances_a_trot_held_under_a_zero_
         env.close()
 
 
-def test_the_phase_reward_is_one_for_feet_at_the_asked_height_and_joins_the_sum():
+def test_the_phase_reward_is_one_for_feet_at_the_asked_height_and_joins_the_sum_the_task_reward_does_not():
     env = make_reference_vec_env(FLAT, 1, {"noise_level": 0.0, **CLOCK, "feet_phase_scale": 2.0})
     try:
         env.reset(0)
@@ -61,6 +61,8 @@ def test_the_phase_reward_is_one_for_feet_at_the_asked_height_and_joins_the_sum(
         assert set(terms) == {*REWARD_TERMS, "feet_phase"}
         assert 1.0 < terms["feet_phase"] <= 2.0
         assert result.reward[0] == pytest.approx(max(0.0, sum(terms.values()) * 0.02), rel=1e-5)
+        own = sum(value for name, value in terms.items() if name != "feet_phase")
+        assert result.diagnostics["task_reward"][0] == pytest.approx(max(0.0, own * 0.02), rel=1e-5)  # what compares with Playground
         linvel, gyro = task._sensor(task._read(None)["sensordata"], "local_linvel"), task._sensor(task._read(None)["sensordata"], "gyro")
         command = result.obs[0, STATE - 3 : STATE]
         assert result.diagnostics["tracking_error_lin"][0] == pytest.approx(np.linalg.norm(command[:2] - linvel[0, :2]), rel=1e-5)

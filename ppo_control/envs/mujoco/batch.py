@@ -194,6 +194,7 @@ class TaskStep:
     reward: np.ndarray  # float32 [num_envs]
     terminated: np.ndarray  # bool [num_envs]: the task's own end (a fall), not the time limit
     terms: dict[str, np.ndarray] = field(default_factory=dict)  # reward term name -> float64 [num_envs]
+    diagnostics: dict[str, np.ndarray] = field(default_factory=dict)  # anything else the task reports, float64 [num_envs]
 
 
 class ReferenceTask(Protocol):
@@ -320,7 +321,7 @@ class ReferenceVecEnv:
         obs, reward, terminated, truncated, ended = as_arrays(
             self._noisy(clean.copy(), np.arange(self.num_envs)), out.reward, terminated, truncated
         )
-        diagnostics = {f"reward/{name}": values.astype(np.float64) for name, values in out.terms.items()}
+        diagnostics = {f"reward/{name}": values.astype(np.float64) for name, values in out.terms.items()} | out.diagnostics
         if self._tracking is not None:  # the command as given, not as a noisy sensor would read it
             diagnostics.update(tracking_errors(clean, self._tracking))
         self._stepped = None
