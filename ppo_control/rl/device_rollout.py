@@ -7,6 +7,10 @@ truncation bootstrap all stay device tensors. What the host collector does per s
 sync (checking for NaN, evaluating V(final observation) where a time limit hit) is done once per
 rollout, batched: the final observations are kept for the whole rollout and the critic reads them
 in one pass. The episode statistics come back to the host once per rollout too.
+
+So it keeps its own step loop rather than episodes.EpisodeLoop, whose episode counting reads every
+step's episode ends on the host; what the two share is the policy's memory (PolicyMemory): the
+recurrent state restarted where an episode ended, the same helper on host arrays and device tensors.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 import torch
 
 from ppo_control.envs.base import DeviceVecEnv
+from ppo_control.rl.episodes import PolicyMemory
 from ppo_control.rl.normalization import DeviceRewardScaler
 from ppo_control.rl.policy import ActorCritic
 from ppo_control.rl.rollout import NonFiniteEnvOutput, Rollout
@@ -46,24 +51,33 @@ class DeviceRolloutCollector:
         self.ended_returns = torch.zeros(num_steps, n, device=self.device)
         self.ended_lengths = torch.zeros(num_steps, n, dtype=torch.int32, device=self.device)
         self.reward_scaler = DeviceRewardScaler(n, gamma, reward_clip, enabled=scale_rewards, device=self.device)
-        self.obs: torch.Tensor | None = None  # the policy's current input per sub-env
-        self.state = policy.initial_state(n)
+        self.memory = PolicyMemory(policy, n)  # one frame of history: MJX has none (config validation)
+
+    @property
+    def obs(self) -> torch.Tensor | None:
+        """The policy's current input per sub-env."""
+        return self.memory.obs
+
+    @property
+    def state(self) -> torch.Tensor | None:
+        """The recurrent actor's state per sub-env (None: feed-forward)."""
+        return self.memory.state
 
     def reset(self, seed: int) -> None:
         """Start a new episode in every sub-env (seeded from `seed`)."""
-        self.obs = self.envs.reset_device(seed)
-        self.state = self.policy.initial_state(self.envs.num_envs)
+        self.memory.reset(self.envs.reset_device(seed))
 
     def collect(self) -> Rollout:
-        storage, policy = self.storage, self.policy
+        storage, policy, memory = self.storage, self.policy, self.memory
         with torch.inference_mode():
             for t in range(storage.num_steps):
-                if self.state is not None and t % storage.sequence_length == 0:
-                    storage.sequence_states[t // storage.sequence_length] = self.state
-                action, self.state = policy.sample_action(self.obs, self.state)
+                obs = memory.obs
+                if memory.state is not None and t % storage.sequence_length == 0:
+                    storage.sequence_states[t // storage.sequence_length] = memory.state
+                action, memory.state = policy.sample_action(obs, memory.state)
                 out = self.envs.step_device(action)
                 done = out.terminated | out.truncated
-                storage.observations[t] = self.obs
+                storage.observations[t] = obs
                 storage.actions[t] = action
                 storage.rewards[t] = self.reward_scaler(out.reward, done)
                 storage.terminated[t] = out.terminated
@@ -71,8 +85,7 @@ class DeviceRolloutCollector:
                 self.final_observations[t] = out.final_obs
                 self.ended_returns[t] = out.episode_return
                 self.ended_lengths[t] = out.episode_length
-                self.obs = out.obs
-                self.state = policy.continue_state(self.state, done)
+                memory.advance(out.obs, done)
             self._check_finite()
             # V(final observation) where a time limit ended the episode, for the whole rollout at once.
             final_values = policy.value(policy.normalize(self.final_observations))
@@ -108,7 +121,7 @@ class DeviceRolloutCollector:
         if state.get("env_state") is None:
             return False
         self.envs.set_state(to_numpy(state["env_state"]))
-        self.obs = state["obs"].to(self.device)
+        self.memory.history.load(state["obs"].to(self.device))
         if self.state is not None:
-            self.state = state["rnn_state"].to(self.device)
+            self.memory.state = state["rnn_state"].to(self.device)
         return True

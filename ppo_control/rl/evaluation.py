@@ -8,9 +8,9 @@ import numpy as np
 import torch
 
 from ppo_control.envs import VecEnv, make_vec_env, reference_backend
-from ppo_control.envs.base import MAX_EVAL_ENVS, diagnostic_means
+from ppo_control.envs.base import MAX_EVAL_ENVS
 from ppo_control.envs.randomization import Randomization
-from ppo_control.rl.history import ObservationHistory
+from ppo_control.rl.episodes import Act, EpisodeLoop, Episodes, PolicyMemory
 from ppo_control.rl.policy import ActorCritic
 
 EVAL_SEED_OFFSET = 1_000_000  # evaluation envs never share seeds with training envs
@@ -46,6 +46,13 @@ class Evaluation:
     lengths: np.ndarray
     terminated: np.ndarray
     diagnostics: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, episodes: Episodes, by_env: bool = False) -> Evaluation:
+        """The counted `episodes` in the order they ended, or by sub-env (`by_env`, for one episode each)."""
+        order = np.argsort(episodes.envs, kind="stable") if by_env else slice(None)
+        terminated = np.asarray(episodes.terminated, dtype=bool)
+        return cls(np.asarray(episodes.returns)[order], np.asarray(episodes.lengths)[order], terminated[order], episodes.diagnostics())
 
     def summary(self, prefix: str = "eval_") -> dict[str, float]:
         """The figures a metrics row or eval.json keeps: return (mean, std), length, fall rate and
@@ -86,44 +93,22 @@ def evaluate_episodes(
     Deterministic: the mean action. Otherwise actions are sampled from the policy with a generator
     seeded from `seed`, so stochastic evaluations are reproducible too.
 
-    Episodes are assigned to sub-envs up front (env i runs its own quota) rather than taking the
-    first `episodes` to finish, which would bias the estimate toward short episodes. Steps of a
-    sub-env past its quota count in nothing.
+    Episodes are assigned to sub-envs up front (env i runs its own quota, `Episodes.spread`) rather
+    than taking the first `episodes` to finish, which would bias the estimate toward short
+    episodes. Steps of a sub-env past its quota count in nothing.
     """
-    n = envs.num_envs
-    quota = np.array([episodes // n + (i < episodes % n) for i in range(n)])
-    returns: list[float] = []
-    lengths: list[int] = []
-    terminated: list[bool] = []
-    sums: dict[str, float] = {}
-    counted_steps = 0
-    finished = np.zeros(n, dtype=np.int64)
+    act = policy.deterministic_step if deterministic else seeded_sampler(policy, seed, device)
+    loop = EpisodeLoop(envs, act, PolicyMemory(policy, envs.num_envs), device)
+    loop.reset(seed)
+    return Evaluation.of(loop.run(Episodes.spread(episodes, envs.num_envs)))
+
+
+def seeded_sampler(policy: ActorCritic, seed: int, device: torch.device | str) -> Act:
+    """Actions sampled from the policy with a generator of its own, seeded from `seed`."""
     generator = torch.Generator(device=device).manual_seed(seed)
-    history = ObservationHistory(policy.history)
-    obs = history.reset(envs.reset(seed))
-    state = policy.initial_state(n)
-    with torch.inference_mode():
-        while (finished < quota).any():
-            obs_t = torch.from_numpy(obs).to(device)
-            if deterministic:
-                action, state = policy.deterministic_step(obs_t, state)
-            else:
-                mean, state = policy.action_mean(obs_t, state)
-                action = mean + policy.log_std.exp() * torch.randn(mean.shape, generator=generator, device=device)
-            result = envs.step(action.cpu().numpy())
-            counting = finished < quota
-            counted_steps += int(counting.sum())
-            for key, values in result.diagnostics.items():
-                sums[key] = sums.get(key, 0.0) + float(np.asarray(values)[counting].sum())
-            done = result.terminated | result.truncated
-            ended = np.flatnonzero(done)
-            for k, i in enumerate(ended):
-                if finished[i] < quota[i]:
-                    returns.append(float(result.episode_returns[k]))
-                    lengths.append(int(result.episode_lengths[k]))
-                    terminated.append(bool(result.terminated[i]))
-                finished[i] += 1
-            obs = history.step(result.obs, done)
-            state = policy.continue_state(state, done)
-    diagnostics = diagnostic_means(sums, counted_steps)
-    return Evaluation(np.asarray(returns), np.asarray(lengths), np.asarray(terminated, dtype=bool), diagnostics)
+
+    def act(obs: torch.Tensor, state: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        mean, state = policy.action_mean(obs, state)
+        return mean + policy.log_std.exp() * torch.randn(mean.shape, generator=generator, device=device), state
+
+    return act

@@ -16,8 +16,7 @@ import torch
 
 from ppo_control.config.errors import NonFiniteError
 from ppo_control.envs import StepResult, VecEnv
-from ppo_control.envs.base import diagnostic_means
-from ppo_control.rl.history import ObservationHistory
+from ppo_control.rl.episodes import EpisodeLoop, Episodes, PolicyMemory, Step
 from ppo_control.rl.normalization import RewardScaler
 from ppo_control.rl.policy import ActorCritic
 from ppo_control.rl.snapshot import to_numpy, to_tensors
@@ -69,18 +68,22 @@ class RolloutCollector:
         sequences = (sequence_length, policy.memory.state_size) if policy.recurrent else (None, 0)
         self.storage = RolloutStorage(num_steps, envs.num_envs, policy.obs_dim, envs.info.action_dim, self.device, *sequences)
         self.reward_scaler = RewardScaler(envs.num_envs, gamma, reward_clip, enabled=scale_rewards)
-        self.history = ObservationHistory(policy.history)
-        self.state = policy.initial_state(envs.num_envs)  # the recurrent actor's state per sub-env (None: feed-forward)
+        self.memory = PolicyMemory(policy, envs.num_envs)
+        self.loop = EpisodeLoop(envs, policy.sample_action, self.memory, self.device)
 
     @property
     def obs(self) -> np.ndarray | None:
         """The policy's current input per sub-env: the newest observation, stacked with its history."""
-        return self.history.stacked
+        return self.memory.obs
+
+    @property
+    def state(self) -> torch.Tensor | None:
+        """The recurrent actor's state per sub-env (None: feed-forward)."""
+        return self.memory.state
 
     def reset(self, seed: int) -> None:
         """Start a new episode in every sub-env (sub-env i seeded with seed + i)."""
-        self.history.reset(self.envs.reset(seed))
-        self.state = self.policy.initial_state(self.envs.num_envs)
+        self.loop.reset(seed)
 
     def collect(self) -> Rollout:
         """Step the envs for one rollout, storing observations, actions, scaled rewards and episode ends.
@@ -90,42 +93,34 @@ class RolloutCollector:
         updated here: every observation of the rollout, including the final observations that
         truncated steps bootstrap from, is normalized with the same statistics.
         """
-        storage, policy, device = self.storage, self.policy, self.device
+        storage, policy = self.storage, self.policy
         storage.truncation_values.zero_()
-        rollout = Rollout(storage, last_values=torch.empty(0))
-        sums: dict[str, float] = {}
+        episodes = self.loop.run(Episodes(), storage.num_steps, self._store)
         with torch.inference_mode():
-            for t in range(storage.num_steps):
-                obs = torch.from_numpy(self.obs).to(device)
-                if self.state is not None and t % storage.sequence_length == 0:
-                    storage.sequence_states[t // storage.sequence_length] = self.state
-                action, self.state = policy.sample_action(obs, self.state)
-                result = self.envs.step(action.cpu().numpy())
-                if not all_finite(result):
-                    raise self._nonfinite(result, t)
-                storage.observations[t] = obs
-                storage.actions[t] = action
-                storage.rewards_np[t] = self.reward_scaler(result.reward, result.terminated | result.truncated)
-                storage.terminated_np[t] = result.terminated
-                storage.truncated_np[t] = result.truncated
-                if result.truncated.any():
-                    self._store_truncation_values(t, result)
-                rollout.episode_returns.extend(result.episode_returns.tolist())
-                rollout.episode_lengths.extend(result.episode_lengths.tolist())
-                for key, values in result.diagnostics.items():
-                    sums[key] = sums.get(key, 0.0) + float(values.sum())
-                done = result.terminated | result.truncated
-                self.history.step(result.obs, done)
-                self.state = policy.continue_state(self.state, done)
-            rollout.last_values = policy.value(policy.normalize(torch.from_numpy(self.obs).to(device)))
-        rollout.diagnostics = diagnostic_means(sums, storage.num_steps * self.envs.num_envs)
-        return rollout
+            last_values = policy.value(policy.normalize(torch.from_numpy(self.obs).to(self.device)))
+        return Rollout(storage, last_values, episodes.returns, episodes.lengths, episodes.diagnostics())
+
+    def _store(self, step: Step) -> None:
+        """Training's part of a step (the loop's `on_step`): the transition into storage, with the
+        recurrent state at each sequence's start and the bootstrap value where a time limit hit."""
+        storage, result, t = self.storage, step.result, step.t
+        if step.state is not None and t % storage.sequence_length == 0:
+            storage.sequence_states[t // storage.sequence_length] = step.state
+        if not all_finite(result):
+            raise self._nonfinite(result, t)
+        storage.observations[t] = step.obs
+        storage.actions[t] = step.action
+        storage.rewards_np[t] = self.reward_scaler(result.reward, result.terminated | result.truncated)
+        storage.terminated_np[t] = result.terminated
+        storage.truncated_np[t] = result.truncated
+        if result.truncated.any():
+            self._store_truncation_values(t, result)
 
     def _store_truncation_values(self, t: int, result: StepResult) -> None:
         """V(final observation) of the sub-envs whose time limit ended their episode at step t, read
         with the history that episode had."""
         index = np.flatnonzero(result.truncated)
-        final_obs = torch.from_numpy(self.history.with_final(result.final_obs, index)).to(self.device)
+        final_obs = torch.from_numpy(self.memory.history.with_final(result.final_obs, index)).to(self.device)
         values = self.policy.value(self.policy.normalize(final_obs))
         self.storage.truncation_values[t, torch.from_numpy(index).to(self.device)] = values
 
@@ -155,7 +150,7 @@ class RolloutCollector:
         if state.get("env_state") is None:
             return False
         self.envs.set_state(to_numpy(state["env_state"]))
-        self.history.load(state["obs"].numpy().copy())
+        self.memory.history.load(state["obs"].numpy().copy())
         if self.state is not None:
-            self.state = state["rnn_state"].to(self.device)
+            self.memory.state = state["rnn_state"].to(self.device)
         return True
