@@ -157,48 +157,39 @@ def drive(policy, metadata: dict[str, Any], env_kwargs: dict[str, Any], episodes
         world.close()
 
 
+class ControlledWorld:
+    """A ControllerLoop as the episode loop's vector env: the observations are the controllers'
+    (what the policy reads), the rest (rewards, episode ends, final observations) the world's."""
+
+    def __init__(self, loop: ControllerLoop):
+        self.loop, self.num_envs = loop, loop.num_envs
+
+    def reset(self, seed: int) -> np.ndarray:
+        return self.loop.reset(seed)
+
+    def step(self, actions: np.ndarray):
+        result, obs = self.loop.step(actions)
+        return replace(result, obs=obs)
+
+
 def run_episodes(loop: ControllerLoop, policy, seed: int, record: int | None = None):
-    """The first episode of every sub-env under the exported policy; returns (Evaluation, the
-    recorded sub-env's PhysicsEpisode or None)."""
+    """The first episode of every sub-env under the exported policy, stepped by evaluation's loop;
+    returns (Evaluation by sub-env, the recorded sub-env's PhysicsEpisode or None)."""
     # mujoco and torch: see the module's docstring
-    from ppo_control.envs.base import diagnostic_means
     from ppo_control.envs.joystick import tracking_indices
-    from ppo_control.rendering.video import PhysicsEpisode, command_and_measured
+    from ppo_control.rendering.video import PhysicsRecorder
+    from ppo_control.rl.episodes import EpisodeLoop, Episodes, PolicyMemory, numpy_act
     from ppo_control.rl.evaluation import Evaluation
 
     world = loop.world
-    where = tracking_indices(world.task.env_id, world.info.groups)
-    n = loop.num_envs
-    obs = loop.reset(seed)
-    policy.reset()
-    episode = None
+    episode_loop = EpisodeLoop(ControlledWorld(loop), numpy_act(policy), PolicyMemory())
+    episode_loop.reset(seed)
+    policy.reset()  # the export keeps its own history and state
+    recorder = None
     if record is not None:
-        qpos, qvel = world.physics_states()
-        episode = PhysicsEpisode([qpos[record]], [qvel[record]])
-        episode.velocities += command_and_measured(loop.world_obs, where)[record : record + 1]
-    returns, lengths, fell = np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
-    running = np.ones(n, dtype=bool)
-    sums: dict[str, float] = {}
-    counted = 0
-    while running.any():
-        result, obs = loop.step(policy(obs))
-        counted += int(running.sum())
-        for key, values in result.diagnostics.items():
-            sums[key] = sums.get(key, 0.0) + float(np.asarray(values)[running].sum())
-        returns[running] += result.reward[running]
-        lengths[running] += 1
-        if episode is not None and running[record]:
-            qpos, qvel = world.stepped_states()
-            episode.qpos.append(qpos[record])
-            episode.qvel.append(qvel[record])
-            episode.rewards.append(float(result.reward[record]))
-            velocities = command_and_measured(result.final_obs, where)
-            if velocities:
-                episode.velocities.append(velocities[record])
-        done = (result.terminated | result.truncated) & running
-        fell |= result.terminated & running
-        running &= ~done
-    return Evaluation(returns, lengths, fell, diagnostic_means(sums, counted)), episode
+        recorder = PhysicsRecorder(world, [record], loop.world_obs, tracking_indices(world.task.env_id, world.info.groups))
+    episodes = episode_loop.run(Episodes.first(loop.num_envs), on_step=recorder)
+    return Evaluation.of(episodes, by_env=True), None if recorder is None else recorder.episodes[record]
 
 
 def sim2sim(**arguments: Any) -> dict[str, Any]:

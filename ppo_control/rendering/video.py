@@ -34,12 +34,13 @@ from omegaconf import OmegaConf
 from PIL import Image, ImageDraw, ImageFont
 
 from ppo_control.config.errors import UserError
-from ppo_control.envs import PhysicsReplayVecEnv, make_env_factory, make_vec_env, reference_of
+from ppo_control.envs import PhysicsReplayVecEnv, StepResult, make_env_factory, make_vec_env, reference_of
+from ppo_control.envs.base import EpisodeTracker, as_arrays
 from ppo_control.envs.joystick import TrackingIndices, tracking_indices
 from ppo_control.envs.observations import needs_privileged
 from ppo_control.envs.randomization import Randomization
 from ppo_control.envs.registry import RENDER_REFUSAL
-from ppo_control.rl.history import ObservationHistory
+from ppo_control.rl.episodes import EpisodeLoop, Episodes, PolicyMemory, Step
 from ppo_control.rl.policy import ActorCritic
 from ppo_control.runs.checkpoint import atomic_write
 
@@ -370,6 +371,43 @@ def episode_video(path: Path, frames: Frames, fps: int, dt: float, overlay: bool
         yield add_frame
 
 
+class SingleEnv:
+    """A Gymnasium env as the episode loop's vector env of one. It does not reset itself where the
+    episode ends: the video stops there, on the episode's last state."""
+
+    num_envs = 1
+
+    def __init__(self, env: gym.Env):
+        self.env = env
+        self.low, self.high = env.action_space.low.reshape(-1), env.action_space.high.reshape(-1)
+        self.episode = EpisodeTracker(1)
+
+    def reset(self, seed: int) -> np.ndarray:
+        obs, _ = self.env.reset(seed=seed)
+        self.episode.clear()
+        return np.asarray(obs, dtype=np.float32).reshape(1, -1)
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        obs, reward, terminated, truncated, _ = self.env.step(np.clip(actions[0], self.low, self.high))
+        obs = np.asarray(obs, dtype=np.float32).reshape(1, -1)
+        obs, reward, terminated, truncated, ended = as_arrays(obs, [reward], [terminated], [truncated])
+        returns, lengths = self.episode.add(reward, ended)
+        return StepResult(obs, reward, terminated, truncated, obs, returns, lengths)
+
+
+class Filming:
+    """The episode loop's `on_step` of a one-env video: a frame per step, with the episode's
+    running return (float32 rewards into a float64 sum, as the envs count it) and length."""
+
+    def __init__(self, add_frame: Callable[..., None]):
+        self.add_frame, self.episode_return, self.length = add_frame, 0.0, 0
+
+    def __call__(self, step: Step) -> None:
+        self.episode_return += float(step.result.reward[0])
+        self.length += 1
+        self.add_frame(self.length, self.episode_return)
+
+
 def record_episode(
     env: gym.Env,
     frames: Frames,
@@ -383,31 +421,17 @@ def record_episode(
     """One episode of the deterministic policy, frames streamed into the H.264 encoder; returns
     the episode's raw return and length.
 
-    The steps are those of `evaluate_policy` with one env: the same batch-of-one policy call, the
-    same action clipping, the return summed the same way (float32 rewards into a float64 sum), so a
-    video's numbers are the evaluation's.
+    The steps are those of `evaluate_policy` with one env (the same loop, batch-of-one policy call
+    and action clipping), so a video's numbers are the evaluation's.
     """
-    obs, _ = env.reset(seed=seed)
-    history = ObservationHistory(policy.history)
-    policy_input = history.reset(np.asarray(obs, dtype=np.float32).reshape(1, -1))
-    state = policy.initial_state(1)
-    low, high = env.action_space.low.reshape(-1), env.action_space.high.reshape(-1)
+    loop = EpisodeLoop(SingleEnv(env), policy.deterministic_step, PolicyMemory(policy, 1), device)
+    loop.reset(seed)
     dt = float(getattr(env.unwrapped, "dt", 1.0 / fps))
-    episode_return, length = 0.0, 0
     with episode_video(path, frames, fps, dt, overlay) as add_frame:
-        add_frame(length, episode_return)
-        for _ in range(MAX_VIDEO_STEPS):
-            with torch.inference_mode():
-                action, state = policy.deterministic_step(torch.as_tensor(policy_input, device=device), state)
-                action = action.cpu().numpy()[0]
-            obs, reward, terminated, truncated, _ = env.step(np.clip(action, low, high))
-            policy_input = history.step(np.asarray(obs, dtype=np.float32).reshape(1, -1), np.zeros(1, dtype=bool))
-            episode_return += float(np.float32(reward))
-            length += 1
-            add_frame(length, episode_return)
-            if terminated or truncated:
-                break
-    return episode_return, length
+        add_frame(0, 0.0)  # the episode's first state
+        filming = Filming(add_frame)
+        loop.run(Episodes.first(1), MAX_VIDEO_STEPS, filming)
+    return filming.episode_return, filming.length
 
 
 # --- episodes replayed from physics states (MJX, MuJoCo references) -------------------------------
@@ -436,39 +460,44 @@ def velocity_rows(command: np.ndarray, measured: np.ndarray) -> tuple[tuple[str,
     return (("", "  vx    vy    wz"), ("cmd", as_text(command)), ("meas", as_text(measured)))
 
 
+class PhysicsRecorder:
+    """The episode loop's `on_step` that keeps the first episode of sub-envs `indices` of `envs` as
+    physics states (PhysicsEpisode): made right after the reset, whose observation `obs` gives the
+    first command and measured velocity where `where` (a joystick task's) says."""
+
+    def __init__(self, envs: PhysicsReplayVecEnv, indices: list[int], obs: np.ndarray, where: TrackingIndices | None = None):
+        self.envs, self.where = envs, where
+        qpos, qvel = envs.physics_states()
+        velocities = command_and_measured(obs, where)
+        self.episodes = {i: PhysicsEpisode([qpos[i]], [qvel[i]], velocities=velocities[i : i + 1]) for i in indices}
+
+    def __call__(self, step: Step) -> None:
+        recording = [i for i in self.episodes if step.counting[i]]
+        if not recording:
+            return
+        qpos, qvel = self.envs.stepped_states()
+        velocities = command_and_measured(step.result.final_obs, self.where)  # the step's own state, before any reset
+        for i in recording:
+            episode = self.episodes[i]
+            episode.qpos.append(qpos[i])
+            episode.qvel.append(qvel[i])
+            episode.rewards.append(float(np.float32(step.result.reward[i])))
+            if velocities:
+                episode.velocities.append(velocities[i])
+
+
 def play_physics_episodes(
     envs: PhysicsReplayVecEnv, policy: ActorCritic, seed: int, device: torch.device | str, where: TrackingIndices | None = None
 ) -> list[PhysicsEpisode]:
     """The first episode of each of `envs`' sub-envs (an MjxVecEnv or a ReferenceVecEnv) under the
-    deterministic policy, stepped as `evaluate_policy` steps them (the same reset seed, batched
-    policy call and recurrent state), as physics states: sub-env i's episode is the first one the
+    deterministic policy, stepped by evaluation's loop (the same reset seed, batched policy call,
+    history and recurrent state), as physics states: sub-env i's episode is the first one the
     evaluation's sub-env i plays (the same initial state). `where`: a joystick task's command and
     measured velocity in the observation, kept for the overlay."""
-    obs = envs.reset(seed)
-    qpos, qvel = envs.physics_states()
-    episodes = [PhysicsEpisode([qpos[i]], [qvel[i]]) for i in range(envs.num_envs)]
-    for episode, velocity in zip(episodes, command_and_measured(obs, where)):
-        episode.velocities.append(velocity)
-    running = np.ones(envs.num_envs, dtype=bool)
-    state = policy.initial_state(envs.num_envs)
-    for _ in range(MAX_VIDEO_STEPS):
-        with torch.inference_mode():
-            action, state = policy.deterministic_step(torch.from_numpy(obs).to(device), state)
-        result = envs.step(action.cpu().numpy())
-        qpos, qvel = envs.stepped_states()
-        velocities = command_and_measured(result.final_obs, where)  # the step's own state, before any reset
-        for i in np.flatnonzero(running):
-            episodes[i].qpos.append(qpos[i])
-            episodes[i].qvel.append(qvel[i])
-            episodes[i].rewards.append(float(np.float32(result.reward[i])))
-            if velocities:
-                episodes[i].velocities.append(velocities[i])
-        done = result.terminated | result.truncated
-        running &= ~done
-        if not running.any():
-            break
-        obs, state = result.obs, policy.continue_state(state, done)
-    return episodes
+    loop = EpisodeLoop(envs, policy.deterministic_step, PolicyMemory(policy, envs.num_envs), device)
+    recorder = PhysicsRecorder(envs, list(range(envs.num_envs)), loop.reset(seed), where)
+    loop.run(Episodes.first(envs.num_envs), MAX_VIDEO_STEPS, recorder)
+    return list(recorder.episodes.values())
 
 
 def write_physics_episode(
