@@ -54,13 +54,13 @@ class RecordedRollouts:
 
         from ppo_control.config import compose
         from ppo_control.envs import make_vec_env
+        from ppo_control.rl.policy import build_policy
         from ppo_control.rl.rollout import RolloutCollector
-        from ppo_control.runs.directory import build_policy
 
         self.cfg = cfg = compose([*TINY, *overrides])
         self.envs = make_vec_env(cfg.env)
         torch.manual_seed(0)
-        self.policy = build_policy(cfg, self.envs.info)
+        self.policy = build_policy(cfg.policy, cfg.normalize, self.envs.info)
         self.policy.obs_normalizer.update(torch.randn(500, self.envs.info.obs_dim) * 2.0 + 0.5)
         self.results = []
         env_step = self.envs.step

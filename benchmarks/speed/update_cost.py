@@ -62,7 +62,7 @@ from benchmarks.common import ROOT, rel, versions, write_json  # noqa: E402
 from ppo_control.config import compose  # noqa: E402
 from ppo_control.envs import EnvInfo  # noqa: E402
 from ppo_control.rl import ppo  # noqa: E402
-from ppo_control.runs.directory import build_policy  # noqa: E402
+from ppo_control.rl.policy import build_policy  # noqa: E402
 
 # The last commit that changed ppo.py before `minibatch_loss` and `compiled_minibatch_loss`: the
 # update in its previous formulation.
@@ -97,7 +97,7 @@ def make_problem(shape: str, seed: int = 0):
     obs_dim = sum(size for _, size in groups)
     info = EnvInfo(obs_dim, action_dim, -np.ones(action_dim, np.float32), np.ones(action_dim, np.float32), None, groups)
     torch.manual_seed(seed)
-    policy = build_policy(cfg, info)
+    policy = build_policy(cfg.policy, cfg.normalize, info)
     n = cfg.env.n_envs * cfg.ppo.rollout_steps
     generator = torch.Generator().manual_seed(seed)
     obs = policy.normalize(torch.randn(n, obs_dim, generator=generator))

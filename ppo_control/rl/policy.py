@@ -16,6 +16,8 @@ import torch
 from torch import nn
 
 from ppo_control.config import ACTIVATIONS
+from ppo_control.envs.base import EnvInfo
+from ppo_control.envs.observations import group_index
 from ppo_control.rl.history import stacked_index
 from ppo_control.rl.normalization import RunningMeanStd
 
@@ -268,3 +270,30 @@ class ActorCritic(nn.Module):
         log_prob = -0.5 * z.pow(2).sum(-1) - (self.log_std.sum() + 0.5 * LOG_2PI * self.log_std.numel())
         entropy = (self.log_std.sum() + (0.5 + 0.5 * LOG_2PI) * self.log_std.numel()).expand(mean.shape[:-1])
         return log_prob, entropy, self.value(norm_obs)
+
+
+def build_policy(policy_cfg, normalize_cfg, info: EnvInfo) -> ActorCritic:
+    """The policy a run's `policy` and `normalize` config sections describe, for `info`'s
+    observation layout (UserError for a group the task lacks)."""
+    return ActorCritic(
+        obs_dim=info.obs_dim,
+        action_dim=info.action_dim,
+        action_low=info.action_low,
+        action_high=info.action_high,
+        networks=Networks(
+            hidden_sizes=list(policy_cfg.hidden_sizes),
+            activation=policy_cfg.activation,
+            critic_hidden_sizes=None if policy_cfg.critic_hidden_sizes is None else list(policy_cfg.critic_hidden_sizes),
+            log_std_init=policy_cfg.log_std_init,
+            rnn=str(policy_cfg.rnn),
+            rnn_size=int(policy_cfg.rnn_size),
+        ),
+        inputs=Inputs(
+            normalize_obs=normalize_cfg.obs,
+            obs_clip=normalize_cfg.obs_clip,
+            actor_index=group_index(info.groups, list(policy_cfg.actor_obs), "policy.actor_obs"),
+            critic_index=group_index(info.groups, list(policy_cfg.critic_obs), "policy.critic_obs"),
+            actor_history=int(policy_cfg.actor_history),
+            critic_history=int(policy_cfg.critic_history),
+        ),
+    )

@@ -17,8 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from ppo_control.config import saved_run_config
 from ppo_control.config.errors import UserError
 from ppo_control.envs import EnvInfo
-from ppo_control.envs.observations import group_index
-from ppo_control.rl.policy import ActorCritic, Inputs, Networks
+from ppo_control.rl.policy import ActorCritic, build_policy
 from ppo_control.runs.checkpoint import (
     CheckpointError,
     atomic_write,
@@ -129,32 +128,6 @@ class RunDirectory:
             self._lock = None
 
 
-def build_policy(cfg: DictConfig, info: EnvInfo) -> ActorCritic:
-    """The run's policy for `info`'s observation layout (UserError for a group the task lacks)."""
-    return ActorCritic(
-        obs_dim=info.obs_dim,
-        action_dim=info.action_dim,
-        action_low=info.action_low,
-        action_high=info.action_high,
-        networks=Networks(
-            hidden_sizes=list(cfg.policy.hidden_sizes),
-            activation=cfg.policy.activation,
-            critic_hidden_sizes=None if cfg.policy.critic_hidden_sizes is None else list(cfg.policy.critic_hidden_sizes),
-            log_std_init=cfg.policy.log_std_init,
-            rnn=str(cfg.policy.rnn),
-            rnn_size=int(cfg.policy.rnn_size),
-        ),
-        inputs=Inputs(
-            normalize_obs=cfg.normalize.obs,
-            obs_clip=cfg.normalize.obs_clip,
-            actor_index=group_index(info.groups, list(cfg.policy.actor_obs), "policy.actor_obs"),
-            critic_index=group_index(info.groups, list(cfg.policy.critic_obs), "policy.critic_obs"),
-            actor_history=int(cfg.policy.actor_history),
-            critic_history=int(cfg.policy.critic_history),
-        ),
-    )
-
-
 def env_info_to_dict(info: EnvInfo) -> dict[str, Any]:
     return {
         "obs_dim": info.obs_dim,
@@ -199,7 +172,7 @@ def load_run(run_dir: str | Path, checkpoint: str | Path | None = None) -> Loade
     try:
         cfg = saved_run_config(state["config"])
         info = env_info_from_dict(state["env_info"])
-        policy = build_policy(cfg, info)
+        policy = build_policy(cfg.policy, cfg.normalize, info)
         policy.load_state_dict(state["policy"])
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -28,10 +28,11 @@ from ppo_control.rendering.video import record_run_videos, video_directory
 from ppo_control.rl.device_rollout import DeviceRolloutCollector
 from ppo_control.rl.distributed import Distributed, init_distributed
 from ppo_control.rl.evaluation import EVAL_SEED_OFFSET, eval_randomization, evaluate_episodes, make_eval_envs
+from ppo_control.rl.policy import build_policy
 from ppo_control.rl.ppo import PPOLearner, explained_variance, prepare_batch
 from ppo_control.rl.rollout import NonFiniteEnvOutput, Rollout, RolloutCollector
 from ppo_control.runs.checkpoint import load_checkpoint
-from ppo_control.runs.directory import RunDirectory, build_policy, claim_run_dir, ensure_writable_dir
+from ppo_control.runs.directory import RunDirectory, claim_run_dir, ensure_writable_dir
 from ppo_control.runs.layout import checkpoint_to_load
 from ppo_control.training import run_state
 from ppo_control.training.metrics import MetricsLogger, NullLogger
@@ -210,7 +211,7 @@ class Trainer:
         # One thread while initializing: the orthogonal init's QR rounds differently with more, and a
         # seed should give the same weights on any machine and any torch_threads.
         torch.set_num_threads(1)
-        self.policy = build_policy(cfg, self.info).to(self.device)
+        self.policy = build_policy(cfg.policy, cfg.normalize, self.info).to(self.device)
         if initial is not None:
             start_from(self.policy, initial, self.info, cfg)
         self.dist.broadcast_parameters(self.policy)

@@ -9,7 +9,7 @@ import torch
 from ppo_control.config import compose
 from ppo_control.envs import make_env_factory, make_vec_env
 from ppo_control.envs.randomization import Randomization
-from ppo_control.runs.directory import build_policy
+from ppo_control.rl.policy import build_policy
 from tests.helpers import TINY, USER_ENVS, run_module, tiny_overrides
 
 sys.path.insert(0, str(USER_ENVS))  # dict_env, for the entry point below
@@ -42,7 +42,7 @@ def test_asymmetric_critic_reads_privileged_values_and_the_actor_does_not():
     info = envs.info
     envs.close()
     torch.manual_seed(0)
-    policy = build_policy(cfg, info)
+    policy = build_policy(cfg.policy, cfg.normalize, info)
     assert policy.actor_mean[0].in_features == 11 and policy.critic[0].in_features == 66
     obs = torch.randn(8, 66)
     other = obs.clone()
@@ -55,7 +55,7 @@ def test_asymmetric_critic_reads_privileged_values_and_the_actor_does_not():
 def test_default_groups_build_the_same_policy_as_before():
     cfg = compose(["task=Hopper", "env.backend=gymnasium", "env.n_envs=2"])
     envs = make_vec_env(cfg.env)
-    policy = build_policy(cfg, envs.info)
+    policy = build_policy(cfg.policy, cfg.normalize, envs.info)
     envs.close()
     assert policy.actor_index is None and policy.critic_index is None  # no indexing at all on the default path
     assert not any("index" in key for key in policy.state_dict())  # checkpoints unchanged
@@ -134,11 +134,12 @@ def test_the_critic_can_have_its_own_widths_and_the_run_reloads_with_them(tmp_pa
         ("wide", ["policy.critic_hidden_sizes=[256,256,256]"]),
     ):
         torch.manual_seed(0)
-        built[name] = build_policy(compose(["task=Hopper", "env.backend=gymnasium", *override]), info)
+        composed = compose(["task=Hopper", "env.backend=gymnasium", *override])
+        built[name] = build_policy(composed.policy, composed.normalize, info)
     default, explicit, wide = built["default"].state_dict(), built["explicit"].state_dict(), built["wide"]
     assert default.keys() == explicit.keys() and all(torch.equal(default[k], explicit[k]) for k in default)
     assert linear_widths(wide.critic) == [256, 256, 256, 1] and linear_widths(wide.actor_mean) == [64, 64, 3]
-    hopper = build_policy(cfg, info)  # the task file's own critic: wider than its actor, the export unchanged
+    hopper = build_policy(cfg.policy, cfg.normalize, info)  # the task file's own critic: wider than its actor, the export unchanged
     assert linear_widths(hopper.critic) == [256, 256, 1] and linear_widths(hopper.actor_mean) == [64, 64, 3]
 
     run = tmp_path / "run"

@@ -120,12 +120,12 @@ def test_an_evaluation_repeats_its_episodes_on_envpool():
     import torch
 
     from ppo_control.rl.evaluation import evaluate_episodes
-    from ppo_control.runs.directory import build_policy
+    from ppo_control.rl.policy import build_policy
 
     cfg = compose(GO1_TINY)
     envs = make_vec_env(cfg.env, num_envs=2)
     torch.manual_seed(0)
-    policy = build_policy(cfg, envs.info)
+    policy = build_policy(cfg.policy, cfg.normalize, envs.info)
     try:
         first = evaluate_episodes(policy, envs, 2, seed=5)
         again = evaluate_episodes(policy, envs, 2, seed=5)  # the same pool, stepped in between
