@@ -206,7 +206,11 @@ def sim2sim(**arguments: Any) -> dict[str, Any]:
     run_cfg = None
     if args.run is not None and (Path(args.run) / "config.yaml").is_file():
         run_cfg = OmegaConf.load(Path(args.run) / "config.yaml")
-    kwargs = dict(OmegaConf.to_container(run_cfg.env.kwargs)) if run_cfg is not None and run_cfg.env.get("kwargs") else {}
+    # The task's options as trained (a variant's among them, which change its observation): the
+    # export carries them; a run's config says the same.
+    kwargs = dict(policy.metadata.get("env_kwargs") or {})
+    if run_cfg is not None and run_cfg.env.get("kwargs"):
+        kwargs = dict(OmegaConf.to_container(run_cfg.env.kwargs))
     seed = args.seed if args.seed is not None else (int(run_cfg.seed) if run_cfg is not None else 0) + EVAL_SEED_OFFSET
     out = Path(args.out) if args.out else (Path(args.run) if args.run else path.parent) / OUT_DIR / OUT_FILE
     perturbation = Perturbation(args.latency, args.friction, 1.0, args.added_mass, args.kp_scale)

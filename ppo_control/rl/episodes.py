@@ -19,6 +19,7 @@ import torch
 
 from ppo_control.envs import StepResult, VecEnv
 from ppo_control.envs.base import diagnostic_means
+from ppo_control.envs.success import PREFIX as SUCCESS_PREFIX
 from ppo_control.rl.history import ObservationHistory
 from ppo_control.rl.policy import ActorCritic
 
@@ -76,6 +77,7 @@ class Episodes:
         self.envs: list[int] = []  # the sub-env each episode ran in
         self.sums: dict[str, float] = {}
         self.steps = 0  # sub-env steps counted
+        self.end_sums: dict[str, float] = {}  # a success measure's values at the counted episodes' last steps
 
     @classmethod
     def spread(cls, episodes: int, num_envs: int) -> Episodes:
@@ -103,13 +105,15 @@ class Episodes:
         self.steps += int(counting.sum())
         for key, values in result.diagnostics.items():
             self.sums[key] = self.sums.get(key, 0.0) + float(np.asarray(values)[counting].sum())
-        for k, i in enumerate(np.flatnonzero(result.terminated | result.truncated)):
+        ended = np.flatnonzero(result.terminated | result.truncated)
+        for k, i in enumerate(ended):
             if counting[i]:
                 self.returns.append(float(result.episode_returns[k]))
                 self.lengths.append(int(result.episode_lengths[k]))
                 self.terminated.append(bool(result.terminated[i]))
                 self.envs.append(int(i))
             self.finished[i] += 1
+        self._add_ends(result, ended[counting[ended]])
 
     def _add_all(self, result: StepResult) -> None:
         """`add` where everything counts, without a Python step per episode (training's many envs)."""
@@ -121,10 +125,19 @@ class Episodes:
         self.lengths.extend(result.episode_lengths.tolist())
         self.terminated.extend(result.terminated[ended].tolist())
         self.envs.extend(ended.tolist())
+        self._add_ends(result, ended)
+
+    def _add_ends(self, result: StepResult, ended: np.ndarray) -> None:
+        """Where an episode ends is where a task's success is judged (did Go1 end standing?)."""
+        for key, values in result.diagnostics.items():
+            if key.startswith(SUCCESS_PREFIX) and len(ended):
+                self.end_sums[key] = self.end_sums.get(key, 0.0) + float(np.asarray(values)[ended].sum())
 
     def diagnostics(self) -> dict[str, float]:
-        """Each per-step diagnostic's mean over the counted steps."""
-        return diagnostic_means(self.sums, self.steps)
+        """Each per-step diagnostic's mean over the counted steps, and each success measure's mean
+        over the counted episodes' last steps (`<name>_at_end`)."""
+        at_end = {f"{key}_at_end": value for key, value in diagnostic_means(self.end_sums, len(self.returns)).items()}
+        return diagnostic_means(self.sums, self.steps) | at_end
 
 
 @dataclass

@@ -30,11 +30,11 @@ ENV_ID = "Go1JoystickFlatTerrain-v1"
 class Walker(torch.nn.Module):
     """A fixed small policy: a linear map of the observation, squashed into the action bounds."""
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, obs_dim: int = 48):
         super().__init__()
         generator = torch.Generator().manual_seed(seed)
-        self.weight = torch.nn.Parameter(torch.randn(12, 48, generator=generator) * 0.05)
-        self.obs_dim, self.action_dim = 48, 12  # what the exporter's module carries besides its metadata
+        self.weight = torch.nn.Parameter(torch.randn(12, obs_dim, generator=generator) * 0.05)
+        self.obs_dim, self.action_dim = obs_dim, 12  # what the exporter's module carries besides its metadata
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return torch.tanh(obs @ self.weight.T)
@@ -47,7 +47,8 @@ def go1_metadata() -> dict:
 
 
 def write_export(path: Path, meta: dict, seed: int = 0) -> Path:
-    torch.jit.save(torch.jit.script(Walker(seed)), str(path), _extra_files={"metadata.json": json.dumps(meta)})
+    walker = Walker(seed, int(meta.get("obs_dim", 48)))
+    torch.jit.save(torch.jit.script(walker), str(path), _extra_files={"metadata.json": json.dumps(meta)})
     return path
 
 

@@ -79,22 +79,45 @@ def test_the_variant_is_the_references_alone_and_its_frequency_is_a_number():
         make_reference_vec_env(FLAT, 1, {"gait_clock": True, "gait_frequency_hz": "fast"})
 
 
+def _variant_metadata() -> dict:
+    """An export's metadata for the variant, as the exporter writes it from the reference's description."""
+    facts = ReferenceBackend().describe(FLAT, dict(CLOCK), None)
+    names = facts["element_names"]["policy"]
+    return {
+        "obs_dim": len(names),
+        "action_dim": 12,
+        "history": 1,
+        "action_low": [-1.0] * 12,
+        "action_high": [1.0] * 12,
+        "observation": {"groups": [{"name": "policy", "size": len(names), "element_names": names}]},
+        "robot": facts["robot"],
+        "task": "Go1JoystickFlatTerrainTrot",
+        "env_id": FLAT,
+        "env_kwargs": dict(CLOCK),
+        "max_episode_steps": 30,
+    }
+
+
+def test_sim2sim_of_an_export_alone_builds_the_variant_the_export_was_trained_on(tmp_path):
+    """Without a run directory sim2sim builds the world from the export's env_kwargs: the clock's
+    reward is scored and the task's own reward reported beside it."""
+    from ppo_control.deploy.sim2sim import sim2sim
+    from tests.deploy.test_sim2sim import write_export
+
+    path = write_export(tmp_path / "policy.pt", _variant_metadata())
+    result = sim2sim(export=str(path), episodes=2, out=str(tmp_path / "sim2sim.json"))
+    assert {"reward/feet_phase", "task_reward"} <= set(result["diagnostics"])
+    assert result["lengths"] == [30, 30] or result["fall_rate"] > 0
+
+
 def test_a_controller_built_from_the_variants_description_reads_what_the_task_shows_its_policy():
     """The export's contract (element names, robot.gait_phase, sources) from the reference's
     description: with the world's noise off, each controller's observation equals the task's policy
     observation every step, the clock included, also for a sub-env whose command is zero (held)."""
-    facts = ReferenceBackend().describe(FLAT, dict(CLOCK), None)
-    names = facts["element_names"]["policy"]
+    meta = _variant_metadata()
+    names, size = meta["observation"]["groups"][0]["element_names"], meta["obs_dim"]
     assert names[STATE:] == [f"phase_{f}:{foot}" for f in ("cos", "sin") for foot in ("FR", "FL", "RR", "RL")]
-    assert facts["robot"]["gait_phase"]["frequency_hz_range"] == [2.0, 2.0]
-    size = len(names)
-    meta = {
-        "obs_dim": size,
-        "action_low": [-1.0] * 12,
-        "action_high": [1.0] * 12,
-        "observation": {"groups": [{"name": "policy", "size": size, "element_names": names}]},
-        "robot": facts["robot"],
-    }
+    assert meta["robot"]["gait_phase"]["frequency_hz_range"] == [2.0, 2.0]
     contract = RobotContract.from_metadata(meta)
     world = make_reference_vec_env(FLAT, 2, {"noise_level": 0.0, **CLOCK}, max_episode_steps=40)
     weight = torch.randn(12, size, generator=torch.Generator().manual_seed(0)) * 0.05

@@ -75,3 +75,26 @@ def test_history_and_recurrent_state_restart_only_where_an_episode_ended():
     # state zero; sub-env 1 goes on with its last two frames and its state.
     assert memory.obs.tolist() == [[0.0, 0.0], [1.0, 2.0]]
     assert memory.state[0].abs().sum() == 0 and memory.state[1].abs().sum() > 0
+
+
+class Succeeding(Scripted):
+    """Scripted, with a success measure: 1 on an episode's last step in sub-env 0 only, and 0.5 on
+    every other step of both."""
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        result = super().step(actions)
+        done = result.terminated | result.truncated
+        result.diagnostics["success/standing"] = np.where(done & (np.arange(self.num_envs) == 0), 1.0, np.where(done, 0.0, 0.5))
+        return result
+
+
+def test_a_success_measure_is_judged_at_each_counted_episodes_end_as_well_as_over_its_steps():
+    loop = EpisodeLoop(Succeeding(2), zero_act, PolicyMemory())
+    loop.reset(0)
+    episodes = loop.run(Episodes.spread(4, 2))
+    diagnostics = episodes.diagnostics()
+    # Four episodes, two in each sub-env: sub-env 0's end in success, sub-env 1's do not; sub-env
+    # 0's two steps past its quota count in neither figure.
+    assert diagnostics["success/standing_at_end"] == 0.5
+    assert diagnostics["success/standing"] == (2 * 1.0 + 2 * 0.5 + 2 * 0.0 + 4 * 0.5) / 10
+    assert "i_at_end" not in diagnostics  # other diagnostics have no end figure
