@@ -16,10 +16,10 @@ from ppo_control.rl.policy import ActorCritic
 EVAL_SEED_OFFSET = 1_000_000  # evaluation envs never share seeds with training envs
 
 
-def eval_randomization(cfg) -> Randomization | None:
+def eval_randomization(eval_cfg, randomize_cfg) -> Randomization | None:
     """What evaluation runs under: the nominal robot (None) unless eval.randomize asks for the run's
     own randomize.* settings."""
-    return Randomization.from_config(cfg.randomize) if cfg.eval.randomize else None
+    return Randomization.from_config(randomize_cfg) if eval_cfg.randomize else None
 
 
 def make_eval_envs(

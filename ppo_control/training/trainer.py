@@ -113,18 +113,18 @@ class StopSignals:
         self._say(f"{signal.Signals(signum).name}: finishing this update, then saving a checkpoint (Ctrl-C again to stop at once)")
 
 
-def thread_counts(cfg: DictConfig) -> tuple[int, int]:
+def thread_counts(torch_threads: int, minibatch: int) -> tuple[int, int]:
     """(torch threads while collecting, while updating). torch_threads=0: one thread while
     collecting (the env workers have the cores then; one small forward pass gains nothing from more),
     every core for the update unless its minibatches are small (small updates ran faster on one
     thread; docs/training.md, Speed)."""
-    collect = cfg.torch_threads or 1
-    update = cfg.torch_threads or (1 if minibatch_size(cfg) < MULTITHREAD_MINIBATCH else usable_cores())
+    collect = torch_threads or 1
+    update = torch_threads or (1 if minibatch < MULTITHREAD_MINIBATCH else usable_cores())
     return collect, update
 
 
 def make_collector(
-    cfg: DictConfig, envs: VecEnv, policy: torch.nn.Module, device: torch.device
+    ppo_cfg, normalize_cfg, rnn_sequence_length: int, envs: VecEnv, policy: torch.nn.Module, device: torch.device
 ) -> RolloutCollector | DeviceRolloutCollector:
     """The rollout collector of `envs`: envs that simulate on the training device get the collector
     that keeps the rollout there."""
@@ -132,12 +132,12 @@ def make_collector(
     return collector_type(
         envs,
         policy,
-        cfg.ppo.rollout_steps,
-        cfg.ppo.gamma,
-        cfg.normalize.reward_clip,
-        cfg.normalize.reward,
+        ppo_cfg.rollout_steps,
+        ppo_cfg.gamma,
+        normalize_cfg.reward_clip,
+        normalize_cfg.reward,
         device,
-        cfg.policy.rnn_sequence_length,
+        rnn_sequence_length,
     )
 
 
@@ -157,16 +157,16 @@ def load_initial_policy(init_from: str) -> dict[str, Any]:
     return load_checkpoint(checkpoint_to_load(path) if path.is_dir() else path)
 
 
-def start_from(policy: torch.nn.Module, state: dict[str, Any], info, cfg: DictConfig) -> None:
+def start_from(policy: torch.nn.Module, state: dict[str, Any], info, env_id: str, init_from: str) -> None:
     """Fine-tuning: the new run's policy takes the checkpoint's weights and normalizer statistics,
     or the run is refused in one line when the two policies do not have the same shape."""
-    run_state.check_compatible(state, info, str(cfg.env.id))
+    run_state.check_compatible(state, info, env_id)
     try:
         policy.load_state_dict(state["policy"])
     except RuntimeError as exc:
         lines = str(exc).strip().splitlines()
         first = lines[1].strip() if len(lines) > 1 else lines[0]
-        raise UserError(f"init_from={cfg.init_from}: its policy is not this run's shape (policy.* settings differ: {first})") from None
+        raise UserError(f"init_from={init_from}: its policy is not this run's shape (policy.* settings differ: {first})") from None
 
 
 class Trainer:
@@ -195,7 +195,7 @@ class Trainer:
         if resume_state is None:
             self.dist.on_main_then_share(lambda: claim_run_dir(cfg))
             cfg.run_dir = self.dist.broadcast_object(cfg.run_dir)  # rank 0's timestamp names the run
-        self.collect_threads, self.update_threads = thread_counts(cfg)
+        self.collect_threads, self.update_threads = thread_counts(int(cfg.torch_threads), minibatch_size(cfg))
         torch.manual_seed(cfg.seed)  # identical initial weights on every rank
         np.random.seed(cfg.seed)
         self.generator = torch.Generator().manual_seed(cfg.seed + self.dist.rank)  # minibatch shuffling
@@ -213,15 +213,15 @@ class Trainer:
         torch.set_num_threads(1)
         self.policy = build_policy(cfg.policy, cfg.normalize, self.info).to(self.device)
         if initial is not None:
-            start_from(self.policy, initial, self.info, cfg)
+            start_from(self.policy, initial, self.info, str(cfg.env.id), str(cfg.init_from))
         self.dist.broadcast_parameters(self.policy)
         if self.dist.enabled:
             torch.manual_seed(cfg.seed + RANK_SEED_STRIDE * self.dist.rank)  # each rank samples its own actions
         self.learner = PPOLearner(self.policy, cfg.ppo, cfg.total_steps, self.generator, self.dist, compiled=bool(cfg.ppo.compile))
-        self.collector = make_collector(cfg, self.envs, self.policy, self.device)
+        self.collector = make_collector(cfg.ppo, cfg.normalize, cfg.policy.rnn_sequence_length, self.envs, self.policy, self.device)
         self.progress = Progress()
         self.eval_envs = None
-        self.eval_randomization = eval_randomization(cfg)
+        self.eval_randomization = eval_randomization(cfg.eval, cfg.randomize)
         self.collector.reset(self.env_seed)
         if resume_state is not None:
             self._restore(resume_state)

@@ -145,7 +145,7 @@ def test_evaluation_runs_the_nominal_robot_unless_asked():
     nominal = make_env().unwrapped.model.body_mass
     for eval_randomize, expected in ((False, nominal), (True, nominal * 2.0)):
         cfg.eval.randomize = eval_randomize
-        envs = make_eval_envs(cfg.env, 2, eval_randomization(cfg))
+        envs = make_eval_envs(cfg.env, 2, eval_randomization(cfg.eval, cfg.randomize))
         envs.reset(0)
         masses = envs.envs.get_attr("unwrapped")[0].model.body_mass
         envs.close()
