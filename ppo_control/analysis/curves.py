@@ -15,8 +15,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+from PIL import Image
 
 from ppo_control.config import RESUME_CHANGEABLE, ConfigError, parse_command_args, saved_run_config
 from ppo_control.config.errors import UserError
@@ -340,11 +343,6 @@ def learning_curves_figure(runs: list[Run], x: str, references: Optional[dict[st
     with markers, and the mean training episode return dotted; the task's published returns
     (`references`, default: configs/references.yaml) as dashed grey lines labelled "<source> <value>".
     The spread is shown by the seeds themselves, not a std band. Every line carries a gid (GID_*)."""
-    # matplotlib only once a figure is drawn (about 1 s to import): runs are read and a wrong
-    # argument is refused without it, and importing this module costs nothing of it
-    from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
-
     references = load_references() if references is None else references
     by_task = group_runs(runs)
     cols = min(len(by_task), 3)
@@ -455,8 +453,6 @@ def plot_learning_curves(runs: list[Run], x: str, out: str | Path, references: O
 def plot_diagnostics(run: Run, x: str, out: str | Path) -> Path:
     """The PPO health signals of one run, one small panel each; where the env reports them, also
     its reward terms (`reward/<term>`, one line each) and the velocity tracking error."""
-    from matplotlib.figure import Figure  # not at import (about 1 s): see learning_curves_figure
-
     out = _check_out(out)
     keys = {key for row in run.rows for key in row}
     terms = sorted(key for key in keys if key.startswith("reward/"))
@@ -484,8 +480,6 @@ def plot_diagnostics(run: Run, x: str, out: str | Path) -> Path:
 
 
 def _check_out(out: str | Path) -> Path:
-    from matplotlib.figure import Figure  # not at import (about 1 s): see learning_curves_figure
-
     out = Path(out)
     kinds = Figure().canvas.get_supported_filetypes()
     if out.suffix.lstrip(".").lower() not in kinds:
@@ -511,8 +505,6 @@ def save_figure(fig: Any, out: Path) -> None:
     if out.suffix.lower() != ".png":
         fig.savefig(out, dpi=FIGURE_DPI)
         return
-    from PIL import Image  # only for a .png: with matplotlib, not at this module's import
-
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=FIGURE_DPI)
     image = Image.open(buffer).convert("RGB")

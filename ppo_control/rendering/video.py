@@ -27,6 +27,7 @@ from typing import Any
 
 import gymnasium as gym
 import imageio
+import matplotlib
 import mujoco
 import numpy as np
 import torch
@@ -331,8 +332,6 @@ def _overlay_font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
     """A monospaced font (digits do not jitter from frame to frame): matplotlib's DejaVu Sans Mono,
     else Pillow's built-in font."""
     try:
-        import matplotlib  # only for its font file: importing it costs about 1 s, so only with a video
-
         return ImageFont.truetype(str(Path(matplotlib.get_data_path()) / "fonts/ttf/DejaVuSansMono-Bold.ttf"), size)
     except (ImportError, OSError):
         return ImageFont.load_default(size)

@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import wandb
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
@@ -176,7 +177,8 @@ class MetricsLogger:
         self._file = open(self.run_dir / METRICS_FILE, "a", encoding="utf-8")
         self._tensorboard = None
         if cfg.log.tensorboard:
-            from torch.utils.tensorboard import SummaryWriter  # imported lazily: ~0.1 s
+            # imported here: a logger without TensorBoard does not load it (tests/training/test_logging.py checks it)
+            from torch.utils.tensorboard import SummaryWriter
 
             # purge_step writes a SessionLog START at that step; at a later START (a resume), TensorBoard
             # drops the events at steps >= it that earlier event files hold: what a killed run logged
@@ -185,8 +187,6 @@ class MetricsLogger:
             self._tensorboard = SummaryWriter(log_dir=str(self.run_dir), purge_step=start_step + 1, flush_secs=FLUSH_SECONDS)
         self._wandb = None
         if cfg.log.wandb and cfg.log.wandb_mode != "disabled":
-            import wandb  # imported lazily: it is slow to import and optional
-
             self._wandb_module = wandb
             self._wandb = wandb.init(
                 project=cfg.log.project,
