@@ -31,6 +31,7 @@ def evaluate_run(args: DictConfig) -> dict[str, Any]:
         raise ConfigError(f"evaluate: episodes={args.episodes} is not allowed: episodes must be >= 1")
     checkpoint = checkpoint_to_load(args.run, args.checkpoint)
     # torch and what loads it only now: a wrong argument or run path is refused in one line without them
+    # (tests/runs/test_resume.py checks it)
     import torch
 
     from ppo_control.rendering.video import check_can_record, record_run_videos

@@ -2,6 +2,10 @@
 `ppo_control.robustness()` run it (the command's usage and description: ppo_control/robustness.py):
 the cells, their evaluation (through the controller contract where the robot has a MuJoCo
 reference) and the CSV, markdown and figure written into <run>/robustness/.
+
+The modules that load torch (the policy, the evaluation) are imported inside the functions that use
+them: the command refuses a wrong argument or run path without torch (tests/runs/test_resume.py
+checks it).
 """
 
 from __future__ import annotations
@@ -12,11 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure  # the Figure API (Agg): no pyplot state
 
 from ppo_control.analysis.curves import save_figure
 from ppo_control.config import ConfigError, RobustnessArgs, parse_command_args
 from ppo_control.config.errors import UserError
+from ppo_control.deploy.contract import actor_groups, controller_contract
 from ppo_control.deploy.sim2sim import Perturbation, drive
+from ppo_control.envs.mujoco import has_reference
+from ppo_control.envs.observations import needs_privileged
+from ppo_control.envs.randomization import Randomization
 from ppo_control.runs.layout import checkpoint_to_load
 
 OUT_DIR = "robustness"  # inside the run directory
@@ -64,10 +73,7 @@ def evaluate_grid(run: str | Path, **arguments: Any) -> tuple[Path, list[Cell]]:
     args = parse_command_args(RobustnessArgs, {"run": str(run), **arguments}, "robustness")
     check_args(args)
     checkpoint = checkpoint_to_load(args.run, args.checkpoint)
-    # torch, gymnasium and mujoco only now: a wrong argument or run path is refused in one line without them
-    from ppo_control.envs.mujoco import has_reference
-    from ppo_control.envs.observations import needs_privileged
-    from ppo_control.envs.randomization import Randomization
+    # these load torch: see the module's docstring
     from ppo_control.rl.evaluation import EVAL_SEED_OFFSET, evaluate_episodes, make_eval_envs
     from ppo_control.runs.directory import load_run
 
@@ -120,8 +126,7 @@ def cell(mass: float, friction: float, delay: int, evaluation) -> Cell:
 def robot_cells(loaded, args, seed: int) -> list[Cell]:
     """The grid on a robot's MuJoCo reference, the run's policy driven through the controller
     contract its export would carry (ppo_control.sim2sim); the delay is the controller's latency."""
-    from ppo_control.deploy.contract import actor_groups, controller_contract  # mujoco, gymnasium: see evaluate_grid
-    from ppo_control.deploy.loading import load_policy  # torch: see evaluate_grid
+    from ppo_control.deploy.loading import load_policy  # loads torch: see the module's docstring
 
     cfg = loaded.cfg
     policy = load_policy(loaded.run_dir, str(loaded.checkpoint_path))
@@ -195,8 +200,6 @@ def markdown(loaded, args, cells: list[Cell]) -> str:
 
 
 def plot(path: Path, args, cells: list[Cell], title: str) -> None:
-    from matplotlib.figure import Figure  # the Figure API (Agg): no pyplot state; not at import (about 1 s)
-
     lookup = {(c.mass, c.friction, c.delay): c.return_mean for c in cells}
     masses, frictions = [float(m) for m in args.mass], [float(f) for f in args.friction]
     grid = np.array([[lookup[(m, f, 0)] for f in frictions] for m in masses])

@@ -263,7 +263,10 @@ def drive(
     """The controller loop of examples/cpp/robot_controller.cpp in Python: the model from `xml_path`
     given the contract's PD loop and timing, reset to `keyframe`, then `steps` control periods of
     `policy` (an exported module, called on one raw observation)."""
-    import torch  # only this loop runs the policy: the controller itself needs no torch (as the C++ one)
+    # Only this loop runs the policy: the controller itself needs no torch (as the C++ one), and sim2sim
+    # imports this module for the robustness grid, which refuses a wrong run path without torch
+    # (tests/runs/test_resume.py checks it).
+    import torch
 
     contract = RobotContract.from_metadata(metadata)
     model = mujoco.MjModel.from_xml_path(xml_path)

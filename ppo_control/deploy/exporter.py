@@ -2,6 +2,9 @@
 `ppo_control.export()` run it (the command's usage and description: ppo_control/export.py):
 the metadata (the controller's contract), the probe episodes the written file is checked against,
 and the atomic write.
+
+Torch, and the modules that load it, are imported inside the functions that use them: the export
+command refuses a wrong argument or run path without torch (tests/runs/test_resume.py checks it).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from ppo_control.config import ConfigError, ExportArgs, Overrides, parse_command_args
 from ppo_control.config.errors import UserError
 from ppo_control.config.resources import VERSION
+from ppo_control.deploy.contract import actor_groups, controller_contract
 from ppo_control.rl.history import ObservationHistory
 from ppo_control.runs.layout import checkpoint_to_load
 
@@ -73,10 +77,9 @@ def check_out_path(path: Path, overwrite: bool) -> None:
 
 def build_metadata(loaded, fmt: str) -> dict[str, Any]:
     """Where the policy came from and how to call it; deploy.py adds dims, bounds and the weight hash."""
-    # torch and mujoco not at import: see export_policy
+    # these load torch: see the module's docstring
     import torch
 
-    from ppo_control.deploy.contract import actor_groups, controller_contract
     from ppo_control.deploy.module import EXPORT_FORMAT_VERSION
 
     cfg = loaded.cfg
@@ -133,7 +136,7 @@ def call_convention(fmt: str, history: int, rnn_state_size: int = 0) -> dict[str
 
 def probe_observations(policy, count: int = PROBE_OBSERVATIONS):
     """Observations around the training statistics, some far enough out to hit the clips."""
-    import torch  # not at import: see export_policy
+    import torch  # not at import: see the module's docstring
 
     generator = torch.Generator().manual_seed(0)
     stats = policy.obs_normalizer
@@ -159,7 +162,7 @@ def episode_starts(steps: int) -> set[int]:
 
 def expected_actions(policy, episodes):
     """What the training policy does on `probe_episodes`' steps: [steps, batch, action_dim]."""
-    import torch  # not at import: see export_policy
+    import torch  # not at import: see the module's docstring
 
     history = ObservationHistory(policy.history)
     starts = episode_starts(len(episodes))
@@ -180,7 +183,7 @@ def run_file(path: Path, fmt: str, episodes):
     state fed back as a controller would) and run it over `episodes` [steps, batch, obs_dim] (the
     actor's groups), resetting at the episode starts: (batched actions [steps, batch, action_dim],
     actions of sub-env 0 fed one observation at a time [steps, action_dim])."""
-    from ppo_control.deploy.loading import load_onnx, load_torchscript  # torch: see export_policy
+    from ppo_control.deploy.loading import load_onnx, load_torchscript  # loads torch: see the module's docstring
 
     starts = episode_starts(len(episodes))
     load = load_torchscript if fmt == "torchscript" else load_onnx
@@ -221,7 +224,7 @@ def export_policy(args: DictConfig) -> ExportResult:
     if args.format == "onnx":
         require_onnx_packages()
     checkpoint = checkpoint_to_load(args.run, args.checkpoint)
-    # torch (and the modules that load it) only now: a wrong argument or run path is refused in one line without it
+    # these load torch: see the module's docstring
     from ppo_control.deploy import module as deploy
     from ppo_control.runs.directory import load_run
 
@@ -268,7 +271,7 @@ def main(argv: list[str]) -> None:
 
 
 def usage_hint(out: Path, fmt: str, obs_dim: int, stateful: bool = False) -> str:
-    from ppo_control.deploy.module import METADATA_FILE  # the module loads torch: see export_policy
+    from ppo_control.deploy.module import METADATA_FILE  # loads torch: see the module's docstring
 
     if fmt == "torchscript":
         return (

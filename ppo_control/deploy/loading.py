@@ -15,6 +15,7 @@ import torch
 from ppo_control.config.errors import UserError
 from ppo_control.deploy.module import METADATA_FILE, ONNX_HISTORY_INPUT, ONNX_INPUT, ONNX_RNN_INPUT
 from ppo_control.rl.history import ObservationHistory
+from ppo_control.runs.directory import load_run
 
 
 class LoadedPolicy:
@@ -86,9 +87,6 @@ def is_torchscript(path: Path) -> bool:
 
 
 def _from_run(run_dir: Path, checkpoint: str | None) -> LoadedPolicy:
-    # A run's policy needs the envs' modules (gymnasium, mujoco); an exported file does not load them.
-    from ppo_control.runs.directory import load_run
-
     loaded = load_run(run_dir, checkpoint)
     policy, index = loaded.policy, loaded.policy.actor_frame_index
     obs_dim = loaded.env_info.obs_dim if index is None else len(index)  # like an export: the actor's groups only
@@ -144,7 +142,7 @@ def load_onnx(path: Path) -> LoadedPolicy:
     from call to call here, as a controller would: at an episode start the first observation
     repeated as history and a zero recurrent state."""
     try:
-        import onnxruntime  # an optional extra
+        import onnxruntime  # the onnx extra (pip install -e ".[onnx]")
     except ImportError:
         raise UserError("loading an ONNX policy needs onnxruntime (pip install onnxruntime)") from None
 

@@ -3,9 +3,10 @@
 ppo_control/sim2sim.py): the controller loop, the perturbations of the world, the episodes and
 their table.
 
-Loading this module loads numpy alone: torch (the policy) and mujoco (the controller, the
-reference) are imported inside the functions that use them, so a wrong argument or path is refused
-in one line before they load, and the robustness grid imports `drive` at no cost.
+Loading this module loads mujoco (the controller, the reference) but not torch: the modules that
+load torch (the policy, the episode loop, the video) are imported inside the functions that use
+them, because the robustness grid imports `drive` and refuses a wrong run path without torch
+(tests/runs/test_resume.py checks it).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from omegaconf import OmegaConf
 
 from ppo_control.config import ConfigError, Sim2SimArgs, parse_command_args
 from ppo_control.config.errors import CheckFailed, UserError
+from ppo_control.deploy.controller import Controller, RobotContract, configure_model
+from ppo_control.envs.joystick import tracking_indices
+from ppo_control.envs.mujoco import REFERENCE_TASKS, has_reference, make_reference_vec_env
 
 OUT_DIR = "sim2sim"  # inside the run directory
 OUT_FILE = "sim2sim.json"
@@ -52,7 +56,7 @@ def export_path(args) -> Path:
             )
     if not path.is_file():
         raise UserError(f"export '{path}' does not exist; give an exported policy file (.pt TorchScript or .onnx)")
-    from ppo_control.deploy.loading import is_torchscript  # torch: see the module's docstring
+    from ppo_control.deploy.loading import is_torchscript  # loads torch: see the module's docstring
 
     if path.suffix != ".onnx" and not is_torchscript(path):
         raise UserError(f"'{path}' is not an exported policy (TorchScript or ONNX): sim2sim runs what `export` wrote, never a checkpoint")
@@ -69,8 +73,6 @@ class ControllerLoop:
     episodes (reward terms, falls, tracking error from the simulator's state)."""
 
     def __init__(self, world, contract, latency: int = 0):
-        from ppo_control.deploy.controller import Controller  # mujoco: see the module's docstring
-
         self.world, self.contract, self.task = world, contract, world.task
         self.num_envs = world.num_envs
         self.controllers = [Controller(self.task.physics.model(i), contract) for i in range(self.num_envs)]
@@ -119,8 +121,6 @@ class Perturbation:
 def perturb_world(world, contract, perturbation: Perturbation) -> None:
     """The contract's PD loop and timing on the world's model (as a controller configures its
     robot), then the perturbations of the real robot against it."""
-    from ppo_control.deploy.controller import configure_model  # mujoco: see the module's docstring
-
     model, p = world.mj_model, perturbation  # the model is shared by every sub-env
     configure_model(model, replace(contract, kp=contract.kp * p.kp_scale))
     world.task.substeps = contract.sim_substeps  # the controller's control period, not the world's
@@ -140,10 +140,6 @@ def drive(policy, metadata: dict[str, Any], env_kwargs: dict[str, Any], episodes
     `metadata` (an export's, or one built the same way for a checkpoint), episodes as long as the
     run's (metadata's max_episode_steps): (Evaluation, the recorded sub-env's PhysicsEpisode or None,
     the world's model, its control period)."""
-    # mujoco: see the module's docstring
-    from ppo_control.deploy.controller import RobotContract
-    from ppo_control.envs.mujoco import REFERENCE_TASKS, has_reference, make_reference_vec_env
-
     contract = RobotContract.from_metadata(metadata)
     env_id = str(metadata.get("env_id", ""))
     if not has_reference(env_id):
@@ -175,8 +171,7 @@ class ControlledWorld:
 def run_episodes(loop: ControllerLoop, policy, seed: int, record: int | None = None):
     """The first episode of every sub-env under the exported policy, stepped by evaluation's loop;
     returns (Evaluation by sub-env, the recorded sub-env's PhysicsEpisode or None)."""
-    # mujoco and torch: see the module's docstring
-    from ppo_control.envs.joystick import tracking_indices
+    # these load torch: see the module's docstring
     from ppo_control.rendering.video import PhysicsRecorder
     from ppo_control.rl.episodes import EpisodeLoop, Episodes, PolicyMemory, numpy_act
     from ppo_control.rl.evaluation import Evaluation
@@ -197,7 +192,7 @@ def sim2sim(**arguments: Any) -> dict[str, Any]:
     args = parse_command_args(Sim2SimArgs, arguments, "sim2sim")
     check_args(args)
     path = export_path(args)
-    # torch only now: see the module's docstring
+    # these load torch: see the module's docstring
     from ppo_control.deploy.loading import load_policy
     from ppo_control.rl.evaluation import EVAL_SEED_OFFSET
     from ppo_control.runs.checkpoint import atomic_write
@@ -245,7 +240,7 @@ def sim2sim(**arguments: Any) -> dict[str, Any]:
 
 
 def write_video(path: Path, model, dt: float, episode) -> Path:
-    # mujoco, torch: see the module's docstring
+    # these load torch: see the module's docstring
     from ppo_control.rendering.video import HostScene, open_frames, write_physics_episode
     from ppo_control.runs.checkpoint import atomic_write
 
