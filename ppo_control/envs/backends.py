@@ -98,7 +98,7 @@ class MjxBackend(Backend):
 
     @property
     def vec_env_class(self) -> type:
-        from ppo_control.envs.mjx_backend import MjxVecEnv  # torch and, when built, JAX
+        from ppo_control.envs.mjx_backend import MjxVecEnv  # torch and, when built, JAX: see describe
 
         return MjxVecEnv
 
@@ -108,7 +108,10 @@ class MjxBackend(Backend):
         return cls(request.env_id, request.num_envs, cfg.max_episode_steps, request.device or "cpu", **request.kwargs)
 
     def describe(self, env_id: str, kwargs: dict[str, Any], max_episode_steps: int | None) -> dict[str, Any]:
-        from ppo_control.envs import mjx_backend  # torch and, when built, JAX: only for an mjx task
+        # torch and, when built, JAX (the mjx extra): only for an mjx task. This module loads with the
+        # envs, which the commands import before they refuse a wrong run path without torch
+        # (tests/runs/test_resume.py checks it).
+        from ppo_control.envs import mjx_backend
 
         return mjx_backend.describe(env_id, kwargs)
 

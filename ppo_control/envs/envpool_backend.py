@@ -55,7 +55,7 @@ INSTALL_HINT = "pip install envpool"
 
 def import_envpool():
     try:
-        import envpool  # an optional extra: imported where a backend needs it
+        import envpool  # a dependency on Linux x86_64 only (pyproject.toml), missing elsewhere: imported where needed
     except ImportError:
         raise UserError(f"the envpool backend needs envpool, which is not installed; install it with: {INSTALL_HINT}") from None
     return envpool
@@ -298,7 +298,7 @@ def observation_cut(env_id: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any]
 def unavailable_reason(env_id: str, kwargs: dict[str, Any]) -> str | None:
     """Why the envpool backend cannot run the Gymnasium task `env_id` (None when it can)."""
     try:
-        import envpool  # an optional extra
+        import envpool  # Linux x86_64 only: see import_envpool
     except ImportError:
         return f"envpool is not installed ({INSTALL_HINT})"
     if env_id not in envpool.list_all_envs():

@@ -489,7 +489,7 @@ def _load(path: str):
 def load_model(task: RobotTask, base_path: str | None = None):
     """The MuJoCo model the C++ loads (as in the XML: before the C++ overrides timestep and gains)."""
     if base_path is None:
-        import envpool  # an optional extra: only where no asset path is given
+        import envpool  # a dependency on Linux x86_64 only (pyproject.toml): only where no asset path is given
 
         base_path = envpool.make_spec(task.env_id).config.base_path
     return _load(model_path(task, base_path))

@@ -23,21 +23,21 @@ class TrainResult:
 
 def train_from_overrides(overrides, resume: str | None, max_updates: int | None = None) -> TrainResult:
     """Train from overrides, a mapping (the `train` function) or key=value strings (the train command)."""
+    # torch and what loads it only once the path and the config are checked: a mistake is refused in
+    # one line without them (tests/runs/test_resume.py checks it), and importing ppo_control loads
+    # no torch (tests/config/test_config.py)
     if resume:
         candidates = resume_candidates(resume)
-        # torch and what loads it only now: a wrong path is refused in one line without them
-        from ppo_control.runs.directory import find_resume_checkpoint
-        from ppo_control.training.trainer import Trainer
+        from ppo_control.runs.directory import find_resume_checkpoint  # loads torch: see above
 
         path, state = find_resume_checkpoint(Path(resume), candidates)
         cfg = compose_resume(overrides, state["config"], resume)
         print(f"resuming from {path} (step {int(state['step']):,})", flush=True)
-        trainer = Trainer(cfg, resume_state=state)
     else:
-        cfg = compose(overrides)
-        from ppo_control.training.trainer import Trainer  # heavy imports (torch, gymnasium) after the config is valid
+        cfg, state = compose(overrides), None
+    from ppo_control.training.trainer import Trainer  # loads torch: see above
 
-        trainer = Trainer(cfg)
+    trainer = Trainer(cfg, resume_state=state)
     final = trainer.train(max_updates=max_updates)
     return TrainResult(
         run_dir=Path(cfg.run_dir),
