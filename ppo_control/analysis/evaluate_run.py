@@ -94,10 +94,32 @@ def eval_result(
         # each per-step diagnostic's mean over the episodes' steps: reward/<term>, tracking_error_lin (m/s),
         # tracking_error_ang (rad/s); response/<direction>: speed reached / speed commanded that way
         "diagnostics": evaluation.diagnostics,
+        **task_return(evaluation.diagnostics, lengths),
         "returns": returns.tolist(),
         "lengths": lengths.tolist(),
         "videos": videos,
     }
+
+
+def task_return(diagnostics: dict[str, float], lengths) -> dict[str, float]:
+    """A named variant that trains on more than its task's reward (Go1's trot clock) reports the
+    task's own reward per step (`task_reward`): over the episodes' steps it is the return that
+    compares with the task's, {"task_return_mean": ...}; {} for a task without a variant."""
+    if "task_reward" not in diagnostics:
+        return {}
+    return {"task_return_mean": float(diagnostics["task_reward"] * float(lengths.mean()))}
+
+
+def print_task_measures(result: dict) -> None:
+    """The lines a robot task adds to the table: its own return under a variant, its success measures."""
+    if "task_return_mean" in result:
+        print(f"task return {result['task_return_mean']:.1f}  (the task's own reward, without the variant's terms)")
+    diagnostics = result["diagnostics"]
+    success = {key[len("success/") :]: value for key, value in diagnostics.items() if key.startswith("success/")}
+    for name, value in success.items():
+        if not name.endswith("_at_end"):
+            at_end = success.get(f"{name}_at_end")
+            print(f"success     {name} {value:.3f} (mean per step)" + ("" if at_end is None else f", {at_end:.3f} at the episodes' ends"))
 
 
 def main(argv: list[str]) -> None:
@@ -115,6 +137,7 @@ def main(argv: list[str]) -> None:
     )
     print(f"length      {result['length_mean']:.1f}")
     print(f"falls       {result['fall_rate']:.0%} of the episodes ended by termination before the time limit")
+    print_task_measures(result)
     diagnostics = result["diagnostics"]
     if "tracking_error_lin" in diagnostics:
         print(

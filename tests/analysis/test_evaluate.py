@@ -132,3 +132,15 @@ def test_render_failure_names_both_variables(monkeypatch, tmp_path):
     env_cfg = OmegaConf.create(dict(id="InvertedPendulum-v5", kwargs={}, max_episode_steps=None))
     with pytest.raises(UserError, match="MUJOCO_GL=egl or MUJOCO_GL=osmesa"):
         video.make_render_env(env_cfg, 64, 48)
+
+
+def test_a_variants_task_return_is_its_task_reward_over_the_episodes_steps():
+    """task_reward is a per-step mean over every counted step; times the mean length it is the mean
+    of the episodes' sums of the task's own reward."""
+    from ppo_control.analysis.evaluate_run import task_return
+
+    steps = [np.full(1000, 0.03), np.full(500, 0.01)]  # two episodes' task rewards
+    mean_per_step = sum(s.sum() for s in steps) / sum(len(s) for s in steps)
+    result = task_return({"task_reward": mean_per_step}, np.array([1000, 500]))
+    assert result == {"task_return_mean": pytest.approx((30.0 + 5.0) / 2)}
+    assert task_return({"reward/pose": 0.4}, np.array([1000])) == {}
