@@ -79,9 +79,10 @@ def test_the_variant_is_the_references_alone_and_its_frequency_is_a_number():
         make_reference_vec_env(FLAT, 1, {"gait_clock": True, "gait_frequency_hz": "fast"})
 
 
-def _variant_metadata() -> dict:
+def _variant_metadata(options: dict | None = None) -> dict:
     """An export's metadata for the variant, as the exporter writes it from the reference's description."""
-    facts = ReferenceBackend().describe(FLAT, dict(CLOCK), None)
+    options = dict(CLOCK, **(options or {}))
+    facts = ReferenceBackend().describe(FLAT, options, None)
     names = facts["element_names"]["policy"]
     return {
         "obs_dim": len(names),
@@ -93,7 +94,7 @@ def _variant_metadata() -> dict:
         "robot": facts["robot"],
         "task": "Go1JoystickFlatTerrainTrot",
         "env_id": FLAT,
-        "env_kwargs": dict(CLOCK),
+        "env_kwargs": options,
         "max_episode_steps": 30,
     }
 
@@ -110,16 +111,34 @@ def test_sim2sim_of_an_export_alone_builds_the_variant_the_export_was_trained_on
     assert result["lengths"] == [30, 30] or result["fall_rate"] > 0
 
 
-def test_a_controller_built_from_the_variants_description_reads_what_the_task_shows_its_policy():
+def test_without_the_hold_the_clock_runs_on_under_a_zero_command_and_the_export_says_so():
+    env = make_reference_vec_env(FLAT, 2, {"noise_level": 0.0, **CLOCK, "gait_hold_on_zero_command": False})
+    try:
+        env.reset(0)
+        env.task.command[:] = 0.0
+        env.task.steps_until_next_cmd[:] = 1000
+        env.step(np.zeros((2, 12)))
+        np.testing.assert_allclose(
+            env.task.phase[1], np.array([0.0, math.pi, math.pi, 0.0]) + 2.0 * math.pi * 0.02 * 2.0 - [0, 2 * math.pi, 2 * math.pi, 0]
+        )
+    finally:
+        env.close()
+    gait = _variant_metadata({"gait_hold_on_zero_command": False})["robot"]["gait_phase"]
+    assert "hold_rad" not in gait and "hold_while_command_norm_at_most" not in gait
+    assert _variant_metadata()["robot"]["gait_phase"]["hold_rad"] == math.pi
+
+
+@pytest.mark.parametrize("hold", [True, False])
+def test_a_controller_built_from_the_variants_description_reads_what_the_task_shows_its_policy(hold):
     """The export's contract (element names, robot.gait_phase, sources) from the reference's
     description: with the world's noise off, each controller's observation equals the task's policy
     observation every step, the clock included, also for a sub-env whose command is zero (held)."""
-    meta = _variant_metadata()
+    meta = _variant_metadata({"gait_hold_on_zero_command": hold})
     names, size = meta["observation"]["groups"][0]["element_names"], meta["obs_dim"]
     assert names[STATE:] == [f"phase_{f}:{foot}" for f in ("cos", "sin") for foot in ("FR", "FL", "RR", "RL")]
     assert meta["robot"]["gait_phase"]["frequency_hz_range"] == [2.0, 2.0]
     contract = RobotContract.from_metadata(meta)
-    world = make_reference_vec_env(FLAT, 2, {"noise_level": 0.0, **CLOCK}, max_episode_steps=40)
+    world = make_reference_vec_env(FLAT, 2, {"noise_level": 0.0, **meta["env_kwargs"]}, max_episode_steps=40)
     weight = torch.randn(12, size, generator=torch.Generator().manual_seed(0)) * 0.05
     try:
         loop = ControllerLoop(world, contract)
@@ -127,9 +146,14 @@ def test_a_controller_built_from_the_variants_description_reads_what_the_task_sh
         world.task.command[1] = 0.0
         world.task.steps_until_next_cmd[1] = 1000
         obs = loop._observe()  # the controllers read the changed command
+        running = np.ones(2, dtype=bool)  # a controller serves one episode (sim2sim's): compare until it ends
         for _ in range(30):
             result, obs = loop.step(torch.tanh(torch.as_tensor(obs) @ weight.T).numpy())
-            np.testing.assert_array_equal(obs, result.obs[:, :size])
-        assert (world.task.phase[1] == math.pi).all() and loop.controllers[1].phase.tolist() == [math.pi] * 4
+            running &= ~(result.terminated | result.truncated)
+            np.testing.assert_array_equal(obs[running], result.obs[running, :size])
+            if running[1]:
+                assert (world.task.phase[1] == math.pi).all() == hold
+                np.testing.assert_array_equal(loop.controllers[1].phase, world.task.phase[1])
+        assert running.any()
     finally:
         world.close()

@@ -33,21 +33,25 @@ def foot_phase_target(phase: np.ndarray, max_foot_height: float) -> np.ndarray:
     return np.where(x <= 0.5, height * _bezier(2.0 * x), height + (0.0 - height) * _bezier(2.0 * x - 1.0))
 
 
-def advance(phase: np.ndarray, phase_dt: np.ndarray, command: np.ndarray) -> np.ndarray:
+def advance(phase: np.ndarray, phase_dt: np.ndarray, command: np.ndarray | None) -> np.ndarray:
     """UpdatePhase: every foot's phase one control step on, wrapped to [-pi, pi); held at pi for a
-    sub-env whose command (the one it acted under) has a norm of at most HOLD_COMMAND_NORM."""
+    sub-env whose command (the one it acted under) has a norm of at most HOLD_COMMAND_NORM (no hold
+    without a command)."""
     moved = np.fmod(phase + phase_dt[:, None] + math.pi, 2.0 * math.pi) - math.pi
-    moved[np.linalg.norm(command, axis=1) <= HOLD_COMMAND_NORM] = HOLD_RAD
+    if command is not None:
+        moved[np.linalg.norm(command, axis=1) <= HOLD_COMMAND_NORM] = HOLD_RAD
     return moved
 
 
 class GaitClock:
     """The clock of `num_envs` sub-envs with one phase per foot, starting at `initial_rad` (a
-    trot: diagonal feet together), at a fixed `frequency_hz`."""
+    trot: diagonal feet together), at a fixed `frequency_hz`; `hold`: every foot held at pi under a
+    zero command (else the clock runs on and a zero command asks for stepping in place)."""
 
-    def __init__(self, num_envs: int, initial_rad: tuple[float, ...], frequency_hz: float, control_period_s: float):
+    def __init__(self, num_envs: int, initial_rad: tuple[float, ...], frequency_hz: float, control_period_s: float, hold: bool = True):
         self.initial = np.asarray(initial_rad, dtype=np.float64)
         self.frequency_hz = float(frequency_hz)
+        self.hold = bool(hold)
         self.phase = np.tile(self.initial, (num_envs, 1))
         self.phase_dt = np.full(num_envs, 2.0 * math.pi * control_period_s * self.frequency_hz)
 
@@ -55,7 +59,7 @@ class GaitClock:
         self.phase[ids] = self.initial
 
     def step(self, acted_command: np.ndarray) -> None:
-        self.phase = advance(self.phase, self.phase_dt, acted_command)
+        self.phase = advance(self.phase, self.phase_dt, acted_command if self.hold else None)
 
     def observation(self, ids: np.ndarray) -> np.ndarray:
         """cos of every foot's phase, then sin: [len(ids), 2 * feet]."""
@@ -69,10 +73,11 @@ class GaitClock:
 
     def contract(self) -> dict:
         """robot.gait_phase of an export: what a controller needs to keep the same clock."""
-        return {
+        contract = {
             "initial_rad": [float(v) for v in self.initial],
             "step_rad": "2 * pi * control_period_s * frequency_hz, wrapped to [-pi, pi)",
             "frequency_hz_range": [self.frequency_hz, self.frequency_hz],
-            "hold_rad": HOLD_RAD,
-            "hold_while_command_norm_at_most": HOLD_COMMAND_NORM,
         }
+        if self.hold:
+            contract.update(hold_rad=HOLD_RAD, hold_while_command_norm_at_most=HOLD_COMMAND_NORM)
+        return contract

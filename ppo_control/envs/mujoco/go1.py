@@ -119,7 +119,8 @@ CLOCK_SIZE = 2 * len(FEET)
 
 
 def trot_clock(options: dict[str, Any], num_envs: int, control_period_s: float) -> GaitClock:
-    return GaitClock(num_envs, tuple(TROT_RAD[foot] for foot in FEET), options["gait_frequency_hz"], control_period_s)
+    trot = tuple(TROT_RAD[foot] for foot in FEET)
+    return GaitClock(num_envs, trot, options["gait_frequency_hz"], control_period_s, options["gait_hold_on_zero_command"])
 
 
 def describe_variant(options: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
@@ -158,13 +159,16 @@ class Go1Joystick(PlaygroundPort):
     # research knob, to see whether a policy finds a forward gait when nothing else competes.
     # gait_clock: the named variant with a trot clock (gait.py): each group ends with every foot's
     # phase (diagonal feet together, at gait_frequency_hz), and the reward gains the
-    # feet_phase term (times feet_phase_scale) for feet whose swing height follows it.
+    # feet_phase term (times feet_phase_scale) for feet whose swing height follows it;
+    # gait_hold_on_zero_command: every foot held at pi (stand) under a zero command, else the clock
+    # runs on (a robot moving when its command drops to zero can still step to stop).
     REFERENCE_OPTIONS = {
         "keep_command_through_falls": False,
         "forward_commands_only": False,
         "gait_clock": False,
         "gait_frequency_hz": 2.5,
         "feet_phase_scale": 1.0,
+        "gait_hold_on_zero_command": True,
     }
     STATE = ("command", "steps_until_next_cmd", "last_act", "feet_air_time", "swing_peak", "last_contact")
     describe_variant = staticmethod(describe_variant)
