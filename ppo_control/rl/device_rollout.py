@@ -8,9 +8,8 @@ sync (checking for NaN, evaluating V(final observation) where a time limit hit) 
 rollout, batched: the final observations are kept for the whole rollout and the critic reads them
 in one pass. The episode statistics come back to the host once per rollout too.
 
-So it keeps its own step loop rather than episodes.EpisodeLoop, whose episode counting reads every
-step's episode ends on the host; what the two share is the policy's memory (PolicyMemory): the
-recurrent state restarted where an episode ended, the same helper on host arrays and device tensors.
+It runs episodes.EpisodeLoop on the device (`on_device`), counting nothing per step; its `_store`
+hook writes each step into the device storage.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from typing import Any
 import torch
 
 from ppo_control.envs.base import DeviceVecEnv
-from ppo_control.rl.episodes import PolicyMemory
+from ppo_control.rl.episodes import EpisodeLoop, PolicyMemory, Step
 from ppo_control.rl.normalization import DeviceRewardScaler
 from ppo_control.rl.policy import ActorCritic
 from ppo_control.rl.rollout import NonFiniteEnvOutput, Rollout
@@ -52,6 +51,7 @@ class DeviceRolloutCollector:
         self.ended_lengths = torch.zeros(num_steps, n, dtype=torch.int32, device=self.device)
         self.reward_scaler = DeviceRewardScaler(n, gamma, reward_clip, enabled=scale_rewards, device=self.device)
         self.memory = PolicyMemory(policy, n)  # one frame of history: the backend refuses more (check_config)
+        self.loop = EpisodeLoop(envs, policy.sample_action, self.memory, self.device, on_device=True)
 
     @property
     def obs(self) -> torch.Tensor | None:
@@ -68,24 +68,9 @@ class DeviceRolloutCollector:
         self.memory.reset(self.envs.reset_device(seed))
 
     def collect(self) -> Rollout:
-        storage, policy, memory = self.storage, self.policy, self.memory
+        storage, policy = self.storage, self.policy
+        self.loop.run(None, max_steps=storage.num_steps, on_step=self._store)
         with torch.inference_mode():
-            for t in range(storage.num_steps):
-                obs = memory.obs
-                if memory.state is not None and t % storage.sequence_length == 0:
-                    storage.sequence_states[t // storage.sequence_length] = memory.state
-                action, memory.state = policy.sample_action(obs, memory.state)
-                out = self.envs.step_device(action)
-                done = out.terminated | out.truncated
-                storage.observations[t] = obs
-                storage.actions[t] = action
-                storage.rewards[t] = self.reward_scaler(out.reward, done)
-                storage.terminated[t] = out.terminated
-                storage.truncated[t] = out.truncated
-                self.final_observations[t] = out.final_obs
-                self.ended_returns[t] = out.episode_return
-                self.ended_lengths[t] = out.episode_length
-                memory.advance(out.obs, done)
             self._check_finite()
             # V(final observation) where a time limit ended the episode, for the whole rollout at once.
             final_values = policy.value(policy.normalize(self.final_observations))
@@ -94,6 +79,20 @@ class DeviceRolloutCollector:
             ended = storage.terminated | storage.truncated
             returns, lengths = self.ended_returns[ended].tolist(), self.ended_lengths[ended].tolist()
         return Rollout(storage, last_values, returns, lengths)
+
+    def _store(self, step: Step) -> None:
+        """The transition of `step` into the device storage (nothing crosses to the host)."""
+        storage, out, t = self.storage, step.result, step.t
+        if step.state is not None and t % storage.sequence_length == 0:
+            storage.sequence_states[t // storage.sequence_length] = step.state
+        storage.observations[t] = step.obs
+        storage.actions[t] = step.action
+        storage.rewards[t] = self.reward_scaler(out.reward, out.terminated | out.truncated)
+        storage.terminated[t] = out.terminated
+        storage.truncated[t] = out.truncated
+        self.final_observations[t] = out.final_obs
+        self.ended_returns[t] = out.episode_return
+        self.ended_lengths[t] = out.episode_length
 
     def _check_finite(self) -> None:
         """One check per rollout (a per-step one would stall the device every step); the first

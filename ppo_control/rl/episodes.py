@@ -1,11 +1,16 @@
-"""The one loop that steps a policy in a vector env: training's host collector, evaluation, videos
-and sim2sim all run it.
+"""The one loop that steps a policy in a vector env: training's collectors (host and device),
+evaluation, videos and sim2sim all run it.
 
 Each step the policy acts on its input (the newest observation stacked with its history) and its
 recurrent state, the envs step, the step and the episodes it ended (terminated, or truncated by a
 time limit) are counted, and the sub-envs whose episode ended restart their stack and state. What
 a caller keeps besides (training's storage, a video's frames, physics states) it takes from each
 `Step` in its `on_step` hook.
+
+On a device-resident env (`Capabilities.device_resident`: MJX) the loop hands the policy's device
+tensors to `step_device` and back, and counts nothing itself (`episodes=None`): counting reads every
+step's episode ends on the host, a stall per step; the device collector reads its rollout's episodes
+once, at the end.
 """
 
 from __future__ import annotations
@@ -155,10 +160,12 @@ class Step:
 
 class EpisodeLoop:
     """Steps a policy in `envs` (the VecEnv protocol's reset and step): `act` maps the input and
-    state that `memory` keeps per sub-env to actions, on `device`."""
+    state that `memory` keeps per sub-env to actions, on `device`. `on_device`: the envs step on the
+    device in torch tensors (`DeviceVecEnv`'s step_device), the memory holds device tensors."""
 
-    def __init__(self, envs: VecEnv, act: Act, memory: PolicyMemory, device: torch.device | str = "cpu"):
+    def __init__(self, envs: VecEnv, act: Act, memory: PolicyMemory, device: torch.device | str = "cpu", on_device: bool = False):
         self.envs, self.act, self.memory, self.device = envs, act, memory, torch.device(device)
+        self.on_device = on_device
 
     def reset(self, seed: int) -> np.ndarray:
         """Start an episode in every sub-env (seeded from `seed`); returns the envs' observation."""
@@ -166,23 +173,28 @@ class EpisodeLoop:
         self.memory.reset(obs)
         return obs
 
-    def run(self, episodes: Episodes, max_steps: int | None = None, on_step: Callable[[Step], None] | None = None) -> Episodes:
+    def run(
+        self, episodes: Episodes | None, max_steps: int | None = None, on_step: Callable[[Step], None] | None = None
+    ) -> Episodes | None:
         """Step until `episodes` wants no more or `max_steps` steps are done, counting into
-        `episodes` (returned); `on_step` sees each step first."""
+        `episodes` (returned; None: nothing is counted, `max_steps` ends the run); `on_step` sees
+        each step first."""
         with torch.inference_mode():
             for t in range(max_steps) if max_steps is not None else itertools.count():
-                if not episodes.wanted():
+                if episodes is not None and not episodes.wanted():
                     break
                 self._step(t, episodes, on_step)
         return episodes
 
-    def _step(self, t: int, episodes: Episodes, on_step: Callable[[Step], None] | None) -> None:
+    def _step(self, t: int, episodes: Episodes | None, on_step: Callable[[Step], None] | None) -> None:
         memory = self.memory
-        obs, state = torch.from_numpy(memory.obs).to(self.device), memory.state
+        obs = memory.obs if self.on_device else torch.from_numpy(memory.obs).to(self.device)
+        state = memory.state
         action, memory.state = self.act(obs, state)
-        result = self.envs.step(action.cpu().numpy())
-        step = Step(t, obs, state, action, result, episodes.counting())
+        result = self.envs.step_device(action) if self.on_device else self.envs.step(action.cpu().numpy())
+        step = Step(t, obs, state, action, result, None if episodes is None else episodes.counting())
         if on_step is not None:
             on_step(step)
-        episodes.add(result, step.counting)
+        if episodes is not None:
+            episodes.add(result, step.counting)
         memory.advance(result.obs, result.terminated | result.truncated)
