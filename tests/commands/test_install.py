@@ -144,7 +144,8 @@ def test_wheel_ships_the_yaml_files(wheel):
     assert sorted(n for n in names if n.endswith(".yaml")) == SHIPPED_YAML
     assert "ppo_control/data/configs/train.yaml" in names and "ppo_control/data/configs/presets/paper.yaml" in names
     assert "ppo_control/data/configs/regimes/robot.yaml" in names  # the Playground robots' shared settings
-    assert len([n for n in names if n.startswith("ppo_control/data/tasks/")]) == 22  # 11 MuJoCo tasks, 2 partially observed, 9 robots
+    # 11 MuJoCo tasks, 2 partially observed, 9 robots, 1 robot variant (Go1's trot)
+    assert len([n for n in names if n.startswith("ppo_control/data/tasks/")]) == 23
     assert not [n for n in names if n.startswith(("configs/", "tasks/", "tests/"))], "top-level folders leaked into site-packages"
 
 
