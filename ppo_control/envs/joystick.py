@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ppo_control.envs.observations import GROUP_OF_KEY, POLICY, PRIVILEGED
+from ppo_control.envs.observations import POLICY, PRIVILEGED, element_positions
 from ppo_control.robots import playground
 
 
@@ -40,11 +40,7 @@ def tracking_indices(env_id: str, groups) -> TrackingIndices | None:
     task = playground.robot_task(env_id)
     if task is None or not task.tracking:
         return None
-    key_of = {group: key for key, group in GROUP_OF_KEY.items()}
-    position, start = {}, 0  # group -> element name -> index in the observation vector
-    for group, size in groups:
-        position[group] = {element: start + i for i, element in enumerate(task.groups[key_of[group]])}
-        start += size
+    position = element_positions(task.groups, groups)  # group -> element name -> index in the observation vector
     if PRIVILEGED not in position:
         return None
     lin = [command for command in task.tracking if command != "command:wz"]

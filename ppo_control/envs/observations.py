@@ -92,6 +92,21 @@ def observation_groups(env: gym.Env) -> Groups:
     return ((POLICY, int(np.prod(env.observation_space.shape))),)
 
 
+def element_positions(task_groups: dict[str, tuple[str, ...]], groups: Groups) -> dict[str, dict[str, int]]:
+    """Per group of an env's layout (`groups`), each element of a robot task's group of that name
+    (RobotTask.groups, keyed as envpool's observation: GROUP_OF_KEY) -> its index in the observation
+    vector. A task whose observation is a single Box has one group, whatever its key."""
+    key_of = {group: key for key, group in GROUP_OF_KEY.items()}
+    positions: dict[str, dict[str, int]] = {}
+    start = 0
+    for group, size in groups:
+        key = key_of.get(group)
+        names = task_groups[key] if key in task_groups else next(iter(task_groups.values()))
+        positions[group] = {element: start + i for i, element in enumerate(names[:size])}
+        start += size
+    return positions
+
+
 def group_index(groups: Groups, names: Sequence[str], key: str) -> list[int] | None:
     """Indices into the observation vector of the named groups, concatenated in `names`' order;
     None when that is the whole vector as it is (no indexing needed)."""

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ppo_control.envs.observations import GROUP_OF_KEY, Groups
+from ppo_control.envs import observations
+from ppo_control.envs.observations import Groups
 from ppo_control.robots import playground
 
 PREFIX = "success/"
@@ -63,16 +64,10 @@ _ELEMENTS = {
 def element_positions(env_id: str, groups: Groups) -> dict[str, int]:
     """Every element of a robot task's observation -> its index in the observation vector (the
     first, for a name in two groups)."""
-    task = playground.robot_task(env_id)
-    key_of = {group: key for key, group in GROUP_OF_KEY.items()}
     positions: dict[str, int] = {}
-    start = 0
-    for group, size in groups:
-        key = key_of.get(group)
-        names = task.groups[key] if key in task.groups else next(iter(task.groups.values()))  # a one-Box task's single group
-        for i, element in enumerate(names[:size]):
-            positions.setdefault(element, start + i)
-        start += size
+    for by_name in observations.element_positions(playground.robot_task(env_id).groups, groups).values():
+        for element, index in by_name.items():
+            positions.setdefault(element, index)
     return positions
 
 
