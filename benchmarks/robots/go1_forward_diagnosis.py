@@ -65,7 +65,7 @@ def rollout(policy, envs, where, steps: int, seed: int, value_scale: float):
             action, _ = policy.sample_action(tensor)
             record["value"].append(policy.value(policy.normalize(tensor)).numpy().reshape(-1) * value_scale)
             record["command"].append(where.commanded(obs))
-            result = envs.step(action.numpy())
+            result = envs.step(policy.env_action(action).numpy())
             # the measurement after the step, against the command the step was taken under
             measured = np.where(result.terminated[:, None] | result.truncated[:, None], result.final_obs, result.obs)
             record["measured"].append(where.measured(measured))

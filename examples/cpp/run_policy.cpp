@@ -6,8 +6,8 @@
 //
 // Prints the policy's metadata.json and its contract (observation size, history, recurrent state
 // size, control period, action names), then one "action: ..." line per observation. The module does everything a
-// controller needs: observation normalization, the actor MLP and clipping of the action to the
-// bounds. Feed it raw observations exactly as the environment produces them.
+// controller needs: observation normalization, the actor MLP and bringing the action into the
+// bounds (clipped, or squashed with tanh: metadata "action_squash"). Feed it raw observations exactly as the environment produces them.
 //
 // A policy trained with observation history (history > 1) or a recurrent layer (recurrent state >
 // 0) is stateful: the module keeps its previous observations and its recurrent state itself, and

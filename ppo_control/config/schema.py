@@ -34,6 +34,7 @@ CHOICES = {
     "env.backend": BACKENDS,
     "env.vectorization": ("sync", "async"),
     "policy.activation": tuple(ACTIVATIONS),
+    "policy.squash": ("none", "tanh"),
     "ppo.lr_schedule": ("constant", "linear", "adaptive"),
     "ppo.ent_schedule": ("constant", "linear"),
     "ppo.normalize_adv_over": ("minibatch", "batch"),
@@ -78,6 +79,7 @@ class PolicyConfig:
     rnn: str = MISSING
     rnn_size: int = MISSING
     rnn_sequence_length: int = MISSING
+    squash: str = MISSING
 
 
 @dataclass

@@ -78,7 +78,8 @@ class DeployedPolicy(nn.Module):
     frozen running statistics ((obs - mean) / sqrt(var + eps), clipped to +-obs_clip; skipped when
     the run trained without observation normalization), take the newest `history` frames, oldest
     first, through the recurrent layer if the policy has one (`rnn_state_size` > 0) and the actor
-    MLP, clip the mean action to the action bounds.
+    MLP, bring the mean action into the action bounds: clipped, or squashed with tanh when the
+    policy trained squashed (`squash`).
 
     State (history > 1 or a recurrent layer) lives in the module between calls and is cleared by
     `reset()`; `step` is the same computation as a pure function of explicit state (the ONNX graph).
@@ -93,6 +94,7 @@ class DeployedPolicy(nn.Module):
         metadata_json: str = "{}",
         history: int = 1,
         memory: nn.Module | None = None,
+        squash: bool = False,
     ):
         super().__init__()
         self.actor = actor
@@ -105,6 +107,7 @@ class DeployedPolicy(nn.Module):
         self.history = int(history)
         self.rnn_state_size = int(self.memory.state_size)
         self.normalize_obs = bool(normalizer.enabled)
+        self.squash = bool(squash)
         self.metadata_json = metadata_json
         # The state: the previous raw frames [batch, history - 1, obs_dim] and the recurrent state
         # [batch, rnn_state_size] (plain attributes, not buffers: state, not weights). Batch 0 means
@@ -137,6 +140,7 @@ class DeployedPolicy(nn.Module):
             policy.action_high.cpu(),
             history=policy.actor_history,
             memory=memory,
+            squash=policy.squash,
         )
         module.eval()
         if metadata is not None:
@@ -171,11 +175,11 @@ class DeployedPolicy(nn.Module):
         and the state to pass next time)."""
         frames = torch.cat([previous_frames, obs.unsqueeze(1)], dim=1)
         features, rnn_state = self.memory(self.normalize(frames).flatten(1), rnn_state)
-        return self.clip(self.actor(features)), frames[:, 1:], rnn_state
+        return self.bound(self.actor(features)), frames[:, 1:], rnn_state
 
     def act(self, obs: torch.Tensor) -> torch.Tensor:
         """The stateless action for raw observations [..., obs_dim] (history 1, no recurrent layer)."""
-        return self.clip(self.actor(self.normalize(obs)))
+        return self.bound(self.actor(self.normalize(obs)))
 
     def normalize(self, obs: torch.Tensor) -> torch.Tensor:
         """Raw observations (any leading shape) with the frozen statistics, clipped; as they are
@@ -184,7 +188,10 @@ class DeployedPolicy(nn.Module):
             return obs
         return torch.clamp((obs - self.obs_mean) / self.obs_std, -self.obs_clip, self.obs_clip)
 
-    def clip(self, mean: torch.Tensor) -> torch.Tensor:
+    def bound(self, mean: torch.Tensor) -> torch.Tensor:
+        """The mean action in the bounds: squashed (tanh, rescaled to them) or clipped."""
+        if self.squash:
+            return self.action_low + (self.action_high - self.action_low) / 2 * (torch.tanh(mean) + 1)
         return torch.maximum(torch.minimum(mean, self.action_high), self.action_low)
 
     def describe(self) -> dict[str, Any]:
@@ -197,6 +204,7 @@ class DeployedPolicy(nn.Module):
             "action_low": self.action_low.tolist(),
             "action_high": self.action_high.tolist(),
             "normalize_obs": self.normalize_obs,
+            "action_squash": "tanh" if self.squash else "none",
             "obs_clip": float(self.obs_clip),
             "weights_sha256": weights_sha256(self.state_dict()),
         }

@@ -51,7 +51,7 @@ class DeviceRolloutCollector:
         self.ended_lengths = torch.zeros(num_steps, n, dtype=torch.int32, device=self.device)
         self.reward_scaler = DeviceRewardScaler(n, gamma, reward_clip, enabled=scale_rewards, device=self.device)
         self.memory = PolicyMemory(policy, n)  # one frame of history: the backend refuses more (check_config)
-        self.loop = EpisodeLoop(envs, policy.sample_action, self.memory, self.device, on_device=True)
+        self.loop = EpisodeLoop(envs, policy.sample_action, self.memory, self.device, on_device=True, env_action=policy.env_action)
 
     @property
     def obs(self) -> torch.Tensor | None:

@@ -163,9 +163,20 @@ class EpisodeLoop:
     state that `memory` keeps per sub-env to actions, on `device`. `on_device`: the envs step on the
     device in torch tensors (`DeviceVecEnv`'s step_device), the memory holds device tensors."""
 
-    def __init__(self, envs: VecEnv, act: Act, memory: PolicyMemory, device: torch.device | str = "cpu", on_device: bool = False):
+    def __init__(
+        self,
+        envs: VecEnv,
+        act: Act,
+        memory: PolicyMemory,
+        device: torch.device | str = "cpu",
+        on_device: bool = False,
+        env_action: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ):
+        """`env_action`: what the envs receive for `act`'s action (a policy's squash of its
+        sample; None: the action itself). `Step.action` stays `act`'s."""
         self.envs, self.act, self.memory, self.device = envs, act, memory, torch.device(device)
         self.on_device = on_device
+        self.env_action = env_action
 
     def reset(self, seed: int) -> np.ndarray:
         """Start an episode in every sub-env (seeded from `seed`); returns the envs' observation."""
@@ -191,7 +202,8 @@ class EpisodeLoop:
         obs = memory.obs if self.on_device else torch.from_numpy(memory.obs).to(self.device)
         state = memory.state
         action, memory.state = self.act(obs, state)
-        result = self.envs.step_device(action) if self.on_device else self.envs.step(action.cpu().numpy())
+        sent = action if self.env_action is None else self.env_action(action)
+        result = self.envs.step_device(sent) if self.on_device else self.envs.step(sent.cpu().numpy())
         step = Step(t, obs, state, action, result, None if episodes is None else episodes.counting())
         if on_step is not None:
             on_step(step)

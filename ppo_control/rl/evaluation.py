@@ -109,6 +109,7 @@ def seeded_sampler(policy: ActorCritic, seed: int, device: torch.device | str) -
 
     def act(obs: torch.Tensor, state: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         mean, state = policy.action_mean(obs, state)
-        return mean + policy.log_std.exp() * torch.randn(mean.shape, generator=generator, device=device), state
+        sample = mean + policy.log_std.exp() * torch.randn(mean.shape, generator=generator, device=device)
+        return policy.env_action(sample), state
 
     return act

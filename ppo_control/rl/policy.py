@@ -1,5 +1,11 @@
 """ActorCritic: observation normalizer + Gaussian actor (state-independent log-std) + separate critic.
 
+Actions reach the action bounds one of two ways (`squash`). "none": the Gaussian's sample goes to
+the env, which clips it; its entropy grows without bound while the clipped actions only saturate,
+so an entropy bonus can drive the std up for nothing. "tanh": the sample is squashed into the
+bounds, as Brax's PPO does; PPO's ratio is the same either way (the squash's Jacobian cancels), and
+the entropy is the squashed distribution's, which is largest for spread actions, not saturated ones.
+
 Its input is a stack of the `history` most recent observation frames (history.py), flattened
 oldest first; with history 1 that is the observation itself. With `rnn` (gru or lstm) the actor
 carries a recurrent state from step to step (`Memory`); the critic stays feed-forward.
@@ -16,12 +22,14 @@ import torch
 from torch import nn
 
 from ppo_control.config import ACTIVATIONS
+from ppo_control.config.errors import UserError
 from ppo_control.envs.base import EnvInfo
 from ppo_control.envs.observations import group_index
 from ppo_control.rl.history import stacked_index
 from ppo_control.rl.normalization import RunningMeanStd
 
 LOG_2PI = math.log(2 * math.pi)
+LOG_2 = math.log(2)
 
 
 def mlp(in_dim: int, hidden_sizes: list[int], out_dim: int, activation: str, head_gain: float) -> nn.Sequential:
@@ -107,8 +115,9 @@ MEMORIES = {"gru": GRUMemory, "lstm": LSTMMemory}
 @dataclass(frozen=True)
 class Networks:
     """The layers: the MLPs' widths and activation (the critic's own widths with
-    `critic_hidden_sizes`, None = the actor's), the actions' initial log-std, and with `rnn` (gru or
-    lstm) a recurrent layer of `rnn_size` units before the actor's MLP."""
+    `critic_hidden_sizes`, None = the actor's), the actions' initial log-std, with `rnn` (gru or
+    lstm) a recurrent layer of `rnn_size` units before the actor's MLP, and how the actions reach
+    their bounds (`squash`: none or tanh)."""
 
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "tanh"
@@ -116,6 +125,7 @@ class Networks:
     log_std_init: float = 0.0
     rnn: str = "none"
     rnn_size: int = 128
+    squash: str = "none"
 
 
 @dataclass(frozen=True)
@@ -183,6 +193,9 @@ class ActorCritic(nn.Module):
         self.log_std = nn.Parameter(torch.full((action_dim,), float(net.log_std_init)))
         self.register_buffer("action_low", torch.as_tensor(action_low, dtype=torch.float32))
         self.register_buffer("action_high", torch.as_tensor(action_high, dtype=torch.float32))
+        self.squash = net.squash == "tanh"
+        if self.squash and not (torch.isfinite(self.action_low).all() and torch.isfinite(self.action_high).all()):
+            raise UserError("policy.squash=tanh needs finite action bounds; this task has unbounded actions: use policy.squash=none")
 
     @property
     def recurrent(self) -> bool:
@@ -232,15 +245,28 @@ class ActorCritic(nn.Module):
         return self.actor_mean(x), state
 
     def sample_action(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """One rollout step: (a sampled, unclipped action; the next state). The cheapest path (actor
-        only): log-probs and values of the whole rollout are computed afterwards in one batched
+        """One rollout step: (a Gaussian sample, before any clip or squash; the next state). What
+        training stores; the env receives `env_action` of it. The cheapest path (actor only):
+        log-probs and values of the whole rollout are computed afterwards in one batched
         `evaluate_actions`, as the policy does not change during a rollout."""
         mean, state = self.action_mean(obs, state)
         return mean + self.log_std.exp() * torch.randn_like(mean), state
 
+    def env_action(self, sample: torch.Tensor) -> torch.Tensor:
+        """What the env receives for a Gaussian sample: squashed into the bounds, or as it is (the
+        env clips it)."""
+        return self.squash_into_bounds(sample) if self.squash else sample
+
+    def squash_into_bounds(self, sample: torch.Tensor) -> torch.Tensor:
+        half_range = (self.action_high - self.action_low) / 2
+        return self.action_low + half_range * (torch.tanh(sample) + 1)
+
     def deterministic_step(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The mean action clipped to the action bounds (what evaluation and deployment run) and the next state."""
+        """The mean action in the action bounds, squashed or clipped (what evaluation and deployment
+        run), and the next state."""
         mean, state = self.action_mean(obs, state)
+        if self.squash:
+            return self.squash_into_bounds(mean), state
         return torch.maximum(torch.minimum(mean, self.action_high), self.action_low), state
 
     def deterministic_action(self, obs: torch.Tensor) -> torch.Tensor:
@@ -260,7 +286,9 @@ class ActorCritic(nn.Module):
         starts (truncated backpropagation through time over the L steps).
 
         The diagonal Gaussian written out (what torch.distributions.Normal computes, in fewer ops:
-        this runs once per minibatch). Its entropy does not depend on the observation."""
+        this runs once per minibatch); `actions` are its samples, before any squash. Its entropy
+        does not depend on the observation. Squashed, the entropy adds the squash's log-Jacobian at
+        one reparameterized sample per state (Brax's estimate), so it depends on the mean too."""
         x = self.actor_input(norm_obs)
         if self.memory is not None:
             states, starts = memory
@@ -269,7 +297,14 @@ class ActorCritic(nn.Module):
         z = (actions - mean) * torch.exp(-self.log_std)
         log_prob = -0.5 * z.pow(2).sum(-1) - (self.log_std.sum() + 0.5 * LOG_2PI * self.log_std.numel())
         entropy = (self.log_std.sum() + (0.5 + 0.5 * LOG_2PI) * self.log_std.numel()).expand(mean.shape[:-1])
+        if self.squash:
+            entropy = entropy + self._squash_log_jacobian(mean + self.log_std.exp() * torch.randn_like(mean))
         return log_prob, entropy, self.value(norm_obs)
+
+    def _squash_log_jacobian(self, sample: torch.Tensor) -> torch.Tensor:
+        """log |d squash / d sample| summed over action dims; log(1 - tanh(u)^2) in its stable form."""
+        log_dtanh = 2 * (LOG_2 - sample - nn.functional.softplus(-2 * sample))
+        return (log_dtanh + torch.log((self.action_high - self.action_low) / 2)).sum(-1)
 
 
 def build_policy(policy_cfg, normalize_cfg, info: EnvInfo) -> ActorCritic:
@@ -287,6 +322,7 @@ def build_policy(policy_cfg, normalize_cfg, info: EnvInfo) -> ActorCritic:
             log_std_init=policy_cfg.log_std_init,
             rnn=str(policy_cfg.rnn),
             rnn_size=int(policy_cfg.rnn_size),
+            squash=str(policy_cfg.squash),
         ),
         inputs=Inputs(
             normalize_obs=normalize_cfg.obs,

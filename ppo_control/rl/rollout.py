@@ -69,7 +69,7 @@ class RolloutCollector:
         self.storage = RolloutStorage(num_steps, envs.num_envs, policy.obs_dim, envs.info.action_dim, self.device, *sequences)
         self.reward_scaler = RewardScaler(envs.num_envs, gamma, reward_clip, enabled=scale_rewards)
         self.memory = PolicyMemory(policy, envs.num_envs)
-        self.loop = EpisodeLoop(envs, policy.sample_action, self.memory, self.device)
+        self.loop = EpisodeLoop(envs, policy.sample_action, self.memory, self.device, env_action=policy.env_action)
 
     @property
     def obs(self) -> np.ndarray | None:

@@ -161,7 +161,7 @@ class ForgetfulPolicy(DeployedPolicy):
         frames = obs.unsqueeze(1).repeat(1, self.history, 1)
         x = torch.clamp((frames - self.obs_mean) / self.obs_std, -self.obs_clip, self.obs_clip)
         features, rnn_state = self.memory(x.flatten(1), rnn_state)
-        return self.clip(self.actor(features)), frames[:, 1:], rnn_state
+        return self.bound(self.actor(features)), frames[:, 1:], rnn_state
 
 
 @pytest.mark.parametrize("fmt", ["torchscript", pytest.param("onnx", marks=pytest.mark.slow)])  # onnx: the same check, ~5 s more
