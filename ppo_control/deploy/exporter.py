@@ -108,7 +108,7 @@ def call_convention(fmt: str, history: int, rnn_state_size: int = 0) -> dict[str
     """How a controller calls the exported file: its inputs, outputs and episode starts."""
     convention = {
         "input": "obs: float32 raw observation, [obs_dim] or [batch, obs_dim] (ONNX: [batch, obs_dim] only)",
-        "output": "action: float32 deterministic action (actor mean) in [action_low, action_high]: clipped, or squashed with tanh (action_squash)",
+        "output": "action: float32 actor mean brought into [action_low, action_high]: clipped, or squashed (action_squash)",
         "reset": "nothing to do at an episode start (no state); reset() exists and does nothing",
     }
     kept = [f"the previous {history - 1} observations"] * (history > 1) + [f"a recurrent state of {rnn_state_size}"] * (rnn_state_size > 0)
