@@ -71,7 +71,7 @@ EVAL_COLUMNS = (
     "eval_tracking_error_lin",
     "eval_tracking_error_ang",
 )
-PREFIXED = {"train": ("response/",), "eval": ("eval_response/", "eval_reward/")}
+PREFIXED = {"train": ("response/", "success/"), "eval": ("eval_response/", "eval_reward/", "eval_success/")}
 # Significant digits: a README quotes a final return to its first decimal (HumanoidStandup: 155491.6),
 # everything else to 3 or 4 digits at most.
 DIGITS = {"eval_return": 7, "episode_return": 5, "eval_return_std": 5}
