@@ -1,8 +1,20 @@
-"""rsl_rl's PPO on MuJoCo Playground's robot tasks (envpool's C++ ports): an outside anchor for ours.
+"""rsl_rl's PPO on MuJoCo Playground's robot tasks (envpool's C++ ports, or our MuJoCo references of
+them and their named variants): an outside anchor for ours.
 
     pip install -r benchmarks/requirements-rsl_rl.txt   # rsl-rl-lib (benchmark only, not a dependency)
     python -m benchmarks.robots.rsl_rl_playground --task Go1JoystickFlatTerrain --steps 5000000 --seed 0 \\
         --num-envs 32 --threads 1 --out benchmarks/results/robots-vs-rsl_rl/rsl_rl-Go1JoystickFlatTerrain-s0
+    python -m benchmarks.robots.rsl_rl_playground --task-file Go1JoystickFlatTerrainTrot --steps 10000000 \\
+        --seed 0 --num-envs 256 --threads 1 --eval-episodes 16 --out <dir>
+
+The env: `--task` (default Go1JoystickFlatTerrain) on `--backend envpool` (default: envpool's port
+with its default options) or `--backend mujoco` (our MuJoCo reference, `ppo_control.envs.mujoco`);
+or `--task-file <name or path>`, a ppo_control task file, whose composed env.id, env.backend,
+env.kwargs and env.max_episode_steps are used as ours trains on them. A task file on the reference
+can name a variant only the reference runs (tasks/Go1JoystickFlatTerrainTrot.yaml: a trot clock in
+both observation groups and the feet_phase reward term), so rsl_rl trains on exactly our env. A task
+file that randomizes the robot (randomize.*) is refused: that is not carried over here. The
+Playground settings are those of env.id's task (the Trot variant: Go1JoystickFlatTerrain's).
 
 Settings: exactly those MuJoCo Playground publishes for rsl_rl (playground 0.2.0,
 `mujoco_playground/config/locomotion_params.py:rsl_rl_config` as wired by `learning/train_rsl_rl.py`:
@@ -14,13 +26,16 @@ became `actor`/`critic` MLPModels with `obs_normalization`, `init_noise_std` a G
 num_envs x 6 samples) and the iteration count (ceil(steps / (num_envs x 24)) instead of
 `max_iterations`). config.json records each setting, Playground's value and what was scaled.
 
-The env wrapper (RslRlEnvpoolEnv, rsl_rl's VecEnv API): observations are a TensorDict with the groups
-`state` and `privileged_state`; `dones` = terminated | truncated; `extras["time_outs"]` =
+The env wrapper (RslRlEnv, rsl_rl's VecEnv API over a Stepper of either backend): observations are a
+TensorDict with the groups `state` and `privileged_state` (the reference's `policy` and `privileged`
+groups, a variant's extra elements included); `dones` = terminated | truncated; `extras["time_outs"]` =
 truncated & ~terminated, which rsl_rl bootstraps by adding gamma * V(s_t) to the last reward (the
 value of the observation the last action was taken in: rsl_rl keeps no final observation). envpool
 autoresets NEXT_STEP (the step after an episode ends ignores its action), so the sub-envs that ended
 are reset within the same step (`env.reset(ids)`, written back in `info["env_id"]` order) and every
-step is a real one, as in ppo_control. Actions are clipped to [-1, 1] (as Playground's wrapper does).
+step is a real one, as in ppo_control; the reference resets them within the step itself, and
+truncates at the time limit as envpool does. Both share one bookkeeping of the ended episodes.
+Actions are clipped to [-1, 1] (as Playground's wrapper does).
 
 Rows in `--out`/metrics.jsonl:
 - one per rsl_rl iteration (rollout + update): `step` (env steps so far), `time_s` (since launch,
@@ -28,15 +43,19 @@ Rows in `--out`/metrics.jsonl:
   `episode_length` (mean raw return and length of the episodes that ended in the iteration; null if
   none), `tracking_error_lin` (mean over the iteration's steps and sub-envs of
   |command (vx, vy) - clean local base linvel (x, y)|, m/s), `tracking_error_ang` (mean
-  |command wz - clean gyro z|, rad/s), `reward/<term>` (means of envpool's `info["reward_<term>"]`),
-  and rsl_rl's losses, learning rate and mean action std.
+  |command wz - clean gyro z|, rad/s), `reward/<term>` (means of envpool's `info["reward_<term>"]`,
+  or the reference's `reward/<term>`), where the env reports a variant's task reward (the reference's
+  `task_reward`, the task's own reward without the variant's terms) `task_reward` (its per-step
+  mean) and `episode_task_return` (the ended episodes' mean return of it), and rsl_rl's losses,
+  learning rate and mean action std.
 - an evaluation row every `--eval-every` env steps and at the end (after that iteration's update):
   the deterministic policy (the actor's mean with its normalizer, `runner.get_inference_policy()`)
-  over `--eval-episodes` full episodes on a new envpool env seeded seed + 1_000_000 (so every
+  over `--eval-episodes` full episodes on a new env of the same spec seeded seed + 1_000_000 (so every
   evaluation sees the same episodes), min(episodes, 16) sub-envs, each running its own quota of
   episodes: `eval_return` (mean raw return), `eval_return_std`, `eval_episode_length`,
   `eval_tracking_error_lin/_ang` (per-episode means of the per-step errors, averaged over the
-  episodes), `eval_falls` (episodes that ended by termination before the time limit), with `step`,
+  episodes), `eval_falls` (episodes that ended by termination before the time limit),
+  `eval_task_return` (with a variant's task reward: the episodes' mean return of it), with `step`,
   `time_s` and `train_time_s` at the evaluation's start and `eval_time_s` (its duration).
 
 Timing is honest: the timed loop is rsl_rl's own `OnPolicyRunner.learn`, called one iteration at a
@@ -44,7 +63,7 @@ time (its loop body is the same either way: the wrapper keeps the current observ
 `get_observations()` does not reset), plus the numpy bookkeeping the metrics need. rsl_rl's own logger
 is off (no log_dir), so it writes no TensorBoard files and saves no checkpoints.
 
-The parts that do not need rsl_rl (the envpool stepping with its reset bookkeeping, the tracking
+The parts that do not need rsl_rl (the stepping with its reset bookkeeping, the tracking
 error, the evaluation loop) import neither rsl_rl nor tensordict, so the tests can check them without
 the benchmark-only packages.
 """
@@ -72,6 +91,8 @@ EVAL_SEED_OFFSET = 1_000_000  # as ppo_control: evaluation envs never share seed
 MAX_EVAL_ENVS = 16  # as ppo_control's evaluation
 PLAYGROUND_VERSION = "0.2.0"
 PLAYGROUND_NUM_ENVS = 4096  # learning/train_rsl_rl.py's --num_envs default
+DEFAULT_TASK = "Go1JoystickFlatTerrain"
+BACKENDS = ("envpool", "mujoco")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,7 +195,19 @@ def rsl_rl_train_cfg(playground: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
-# envpool stepping (no rsl_rl, no torch)
+# Stepping (no rsl_rl, no torch): one bookkeeping, two backends
+@dataclasses.dataclass
+class EnvSpec:
+    """The env a run trains and evaluates on: a task on envpool's port (its default options), or on
+    our MuJoCo reference with `kwargs` (envpool's options and the reference's own, e.g. a variant's)."""
+
+    task: str
+    backend: str = "envpool"
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    max_episode_steps: int | None = None  # None: the task's own limit
+    task_file: str | None = None  # the ppo_control task file it was read from, if any
+
+
 def make_envpool(task: str, num_envs: int, threads: int, seed: int, max_episode_steps: int | None = None):
     import envpool
 
@@ -187,6 +220,24 @@ def tracking_errors(privileged: np.ndarray, command: np.ndarray, layout: Joystic
     lin = np.linalg.norm(command[:, :2] - privileged[:, layout.linvel_xy], axis=1)
     ang = np.abs(command[:, 2] - privileged[:, layout.gyro_z])
     return lin, ang
+
+
+@dataclasses.dataclass
+class Advance:
+    """What a backend reports of one batched step, before the bookkeeping: `state`/`privileged` are
+    new arrays (rsl_rl still holds the previous ones); where the backend has already started the
+    ended sub-envs' next episodes they are those episodes' first observations."""
+
+    state: np.ndarray
+    privileged: np.ndarray
+    reward: np.ndarray  # the reward trained on (a variant's full reward)
+    terminated: np.ndarray
+    truncated: np.ndarray
+    tracking_lin: np.ndarray
+    tracking_ang: np.ndarray
+    elapsed: np.ndarray  # the backend's own step count of each sub-env's episode (after this step)
+    terms: dict[str, np.ndarray]  # reward term -> per sub-env
+    task_reward: np.ndarray | None  # a variant's task's own reward (the reference's `task_reward`); None without one
 
 
 @dataclasses.dataclass
@@ -203,13 +254,16 @@ class StepOut:
     time_outs: np.ndarray  # truncated and not terminated: the episodes to bootstrap
     tracking_lin: np.ndarray
     tracking_ang: np.ndarray
-    elapsed: np.ndarray  # envpool's own step count of each sub-env's episode (after this step)
+    elapsed: np.ndarray
+    terms: dict[str, np.ndarray]
+    task_reward: np.ndarray | None
     ended: np.ndarray
     episode_return: np.ndarray
     episode_length: np.ndarray
     episode_terminated: np.ndarray
     episode_tracking_lin: np.ndarray  # per-episode means of the per-step errors
     episode_tracking_ang: np.ndarray
+    episode_task_return: np.ndarray | None  # with a task_reward: the episodes' returns of it
 
 
 class IterationStats:
@@ -222,20 +276,25 @@ class IterationStats:
         self.count = 0  # sub-env steps
         self.lin = 0.0
         self.ang = 0.0
+        self.task_reward: float | None = None
         self.terms: dict[str, float] = {}
         self.returns: list[float] = []
         self.lengths: list[int] = []
+        self.task_returns: list[float] = []
 
-    def add(self, out: StepOut, info: dict[str, Any]) -> None:
+    def add(self, out: StepOut) -> None:
         self.count += len(out.reward)
         self.lin += float(out.tracking_lin.sum())
         self.ang += float(out.tracking_ang.sum())
-        for key, value in info.items():
-            if key.startswith("reward_"):
-                self.terms[key] = self.terms.get(key, 0.0) + float(np.sum(value))
+        for key, value in out.terms.items():
+            self.terms[key] = self.terms.get(key, 0.0) + float(np.sum(value))
+        if out.task_reward is not None:
+            self.task_reward = (self.task_reward or 0.0) + float(out.task_reward.sum())
         if len(out.ended):
             self.returns.extend(out.episode_return.tolist())
             self.lengths.extend(out.episode_length.tolist())
+            if out.episode_task_return is not None:
+                self.task_returns.extend(out.episode_task_return.tolist())
 
     def pop(self) -> dict[str, Any]:
         n = max(self.count, 1)
@@ -246,57 +305,59 @@ class IterationStats:
             "tracking_error_lin": self.lin / n,
             "tracking_error_ang": self.ang / n,
         }
-        row.update({f"reward/{key[len('reward_') :]}": value / n for key, value in self.terms.items()})
+        if self.task_reward is not None:  # as ppo_control's rows: the per-step mean, and the episodes' returns of it
+            row["task_reward"] = self.task_reward / n
+            row["episode_task_return"] = float(np.mean(self.task_returns)) if self.task_returns else None
+        row.update({f"reward/{key}": value / n for key, value in self.terms.items()})
         self.clear()
         return row
 
 
-class EnvpoolStepper:
-    """An envpool Playground env stepped in sync mode, every step a real one: the sub-envs whose
-    episode ended are reset within the same step (envpool would otherwise spend their next step,
-    ignoring its action, on the reset). Keeps each sub-env's episode return, length and tracking
-    error sums; `stats` sums the current iteration's per-step metrics."""
+class Stepper:
+    """A batched env stepped in sync mode, every step a real one (the sub-envs whose episode ended
+    start their next one within the same step). Keeps each sub-env's episode return, length and
+    tracking error sums; `stats` sums the current iteration's per-step metrics. A backend implements
+    `_advance` (one step) and `_restart` (start the ended sub-envs' next episodes, if `_advance` has
+    not) and sets num_envs, num_actions, max_episode_steps, env_config, state and privileged."""
 
-    def __init__(self, task: str, num_envs: int, threads: int, seed: int, max_episode_steps: int | None = None):
-        if task not in LAYOUTS:
-            raise ValueError(f"unsupported task {task!r}")
-        self.layout = LAYOUTS[task]
-        self.env = make_envpool(task, num_envs, threads, seed, max_episode_steps)
-        self.num_envs = num_envs
-        self.num_actions = int(np.prod(self.env.action_space.shape))
-        self.max_episode_steps = int(self.env.config["max_episode_steps"])
+    num_envs: int
+    num_actions: int
+    max_episode_steps: int
+    env_config: dict[str, Any]  # plain values describing the env (rsl_rl's env.cfg)
+    state: np.ndarray
+    privileged: np.ndarray
+
+    def _start_bookkeeping(self) -> None:
         self.stats = IterationStats()
-        obs, _ = self.env.reset()
-        self.state, self.privileged = self._as_batch(obs, num_envs)
-        if self.state.shape[1] != self.layout.state_size or self.privileged.shape[1] != self.layout.privileged_size:
-            raise ValueError(f"{task}: observation sizes {self.state.shape[1]}/{self.privileged.shape[1]} do not match the known layout")
-        self._returns = np.zeros(num_envs)
-        self._lengths = np.zeros(num_envs, dtype=np.int64)
-        self._lin = np.zeros(num_envs)
-        self._ang = np.zeros(num_envs)
+        n = self.num_envs
+        self._returns = np.zeros(n)
+        self._lengths = np.zeros(n, dtype=np.int64)
+        self._lin = np.zeros(n)
+        self._ang = np.zeros(n)
+        self._task_returns = np.zeros(n)
 
-    @staticmethod
-    def _as_batch(obs: dict[str, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
-        return np.asarray(obs["state"], dtype=np.float32).reshape(n, -1), np.asarray(obs["privileged_state"], dtype=np.float32).reshape(
-            n, -1
-        )
+    def _advance(self, actions: np.ndarray) -> Advance:
+        raise NotImplementedError
+
+    def _restart(self, ended: np.ndarray, state: np.ndarray, privileged: np.ndarray) -> None:
+        """Write the first observations of the `ended` sub-envs' next episodes into state/privileged."""
 
     @property
     def episode_lengths(self) -> np.ndarray:
         return self._lengths
 
     def step(self, actions: np.ndarray) -> StepOut:
-        actions = np.clip(np.asarray(actions, dtype=np.float64), -1.0, 1.0)
-        obs, reward, terminated, truncated, info = self.env.step(actions)
-        reward = np.asarray(reward, dtype=np.float64)
-        terminated = np.asarray(terminated, dtype=bool)
-        truncated = np.asarray(truncated, dtype=bool)
-        state, privileged = self._as_batch(obs, self.num_envs)  # new arrays: rsl_rl still holds the previous ones
-        lin, ang = tracking_errors(privileged, np.asarray(info["command"]), self.layout)
+        step = self._advance(np.clip(np.asarray(actions, dtype=np.float64), -1.0, 1.0))
+        reward = np.asarray(step.reward, dtype=np.float64)
+        terminated = np.asarray(step.terminated, dtype=bool)
+        truncated = np.asarray(step.truncated, dtype=bool)
+        state, privileged = step.state, step.privileged
         self._returns += reward
         self._lengths += 1
-        self._lin += lin
-        self._ang += ang
+        self._lin += step.tracking_lin
+        self._ang += step.tracking_ang
+        if step.task_reward is not None:
+            self._task_returns += step.task_reward
         ended = np.flatnonzero(terminated | truncated)
         if len(ended):
             lengths = self._lengths[ended].copy()
@@ -306,12 +367,11 @@ class EnvpoolStepper:
                 episode_terminated=terminated[ended].copy(),
                 episode_tracking_lin=self._lin[ended] / lengths,
                 episode_tracking_ang=self._ang[ended] / lengths,
+                episode_task_return=None if step.task_reward is None else self._task_returns[ended].copy(),
             )
-            for buffer in (self._returns, self._lengths, self._lin, self._ang):
+            for buffer in (self._returns, self._lengths, self._lin, self._ang, self._task_returns):
                 buffer[ended] = 0
-            reset_obs, reset_info = self.env.reset(ended.astype(np.int32))
-            ids = np.asarray(reset_info["env_id"])
-            state[ids], privileged[ids] = self._as_batch(reset_obs, len(ids))
+            self._restart(ended, state, privileged)
         else:
             empty = np.empty(0)
             episode = dict(
@@ -320,6 +380,7 @@ class EnvpoolStepper:
                 episode_terminated=np.empty(0, dtype=bool),
                 episode_tracking_lin=empty,
                 episode_tracking_ang=empty,
+                episode_task_return=None if step.task_reward is None else empty,
             )
         self.state, self.privileged = state, privileged
         out = StepOut(
@@ -329,35 +390,150 @@ class EnvpoolStepper:
             terminated=terminated,
             truncated=truncated,
             time_outs=truncated & ~terminated,
-            tracking_lin=lin,
-            tracking_ang=ang,
-            elapsed=np.asarray(info["elapsed_step"]),
+            tracking_lin=step.tracking_lin,
+            tracking_ang=step.tracking_ang,
+            elapsed=step.elapsed,
+            terms=step.terms,
+            task_reward=step.task_reward,
             ended=ended,
             **episode,
         )
-        self.stats.add(out, info)
+        self.stats.add(out)
         return out
 
     def close(self) -> None:
         self.env.close()
 
 
+class EnvpoolStepper(Stepper):
+    """An envpool Playground env: envpool autoresets NEXT_STEP (the step after an episode ends would
+    ignore its action), so the sub-envs that ended are reset within the step (`env.reset(ids)`)."""
+
+    def __init__(self, task: str, num_envs: int, threads: int, seed: int, max_episode_steps: int | None = None):
+        if task not in LAYOUTS:
+            raise ValueError(f"unsupported task {task!r}")
+        self.layout = LAYOUTS[task]
+        self.env = make_envpool(task, num_envs, threads, seed, max_episode_steps)
+        self.num_envs = num_envs
+        self.num_actions = int(np.prod(self.env.action_space.shape))
+        self.max_episode_steps = int(self.env.config["max_episode_steps"])
+        self.env_config = {"task": task, **{k: v for k, v in self.env.config.items() if isinstance(v, (int, float, str, bool))}}
+        obs, _ = self.env.reset()
+        self.state, self.privileged = self._as_batch(obs, num_envs)
+        if self.state.shape[1] != self.layout.state_size or self.privileged.shape[1] != self.layout.privileged_size:
+            raise ValueError(f"{task}: observation sizes {self.state.shape[1]}/{self.privileged.shape[1]} do not match the known layout")
+        self._start_bookkeeping()
+
+    @staticmethod
+    def _as_batch(obs: dict[str, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
+        return np.asarray(obs["state"], dtype=np.float32).reshape(n, -1), np.asarray(obs["privileged_state"], dtype=np.float32).reshape(
+            n, -1
+        )
+
+    def _advance(self, actions: np.ndarray) -> Advance:
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        state, privileged = self._as_batch(obs, self.num_envs)
+        lin, ang = tracking_errors(privileged, np.asarray(info["command"]), self.layout)
+        terms = {key[len("reward_") :]: np.asarray(value) for key, value in info.items() if key.startswith("reward_")}
+        return Advance(state, privileged, reward, terminated, truncated, lin, ang, np.asarray(info["elapsed_step"]), terms, None)
+
+    def _restart(self, ended: np.ndarray, state: np.ndarray, privileged: np.ndarray) -> None:
+        reset_obs, reset_info = self.env.reset(ended.astype(np.int32))
+        ids = np.asarray(reset_info["env_id"])
+        state[ids], privileged[ids] = self._as_batch(reset_obs, len(ids))
+
+
+def reference_refusal(task: str) -> str | None:
+    """Why our MuJoCo reference cannot run `task` here (None if it can): it must have one, with the
+    `policy` and `privileged` groups and a joystick's tracking layout."""
+    from ppo_control.envs.mujoco import REFERENCE_TASKS, has_reference
+    from ppo_control.robots import playground
+
+    if not has_reference(task):
+        return f"no MuJoCo reference of {task}; tasks with one: {', '.join(REFERENCE_TASKS)}"
+    robot_task = playground.robot_task(f"{task}-v1")
+    if robot_task is None or not robot_task.tracking:
+        return f"{task} is not a joystick task (the metrics need its command and measured velocity)"
+    return None
+
+
+class ReferenceStepper(Stepper):
+    """Our MuJoCo reference of a task (`ppo_control.envs.mujoco.make_reference_vec_env`) with the
+    spec's kwargs, seeded `seed` (sub-env i with seed + i, as envpool). Its VecEnv already resets the
+    ended sub-envs within the step and reports the tracking errors (on the step's clean observation,
+    before the reset), the reward terms (`reward/<term>`) and a variant's `task_reward`; the `policy`
+    group is rsl_rl's `state`, `privileged` its `privileged_state` (a variant's clock elements in both)."""
+
+    def __init__(self, spec: EnvSpec, num_envs: int, threads: int, seed: int):
+        from ppo_control.envs.mujoco import make_reference_vec_env
+
+        refusal = reference_refusal(spec.task)
+        if refusal is not None:
+            raise ValueError(refusal)
+        self.env = make_reference_vec_env(spec.task, num_envs, dict(spec.kwargs), spec.max_episode_steps, num_threads=threads)
+        self.num_envs = num_envs
+        self.num_actions = self.env.info.action_dim
+        self.max_episode_steps = self.env.max_episode_steps
+        self.env_config = {
+            "task": spec.task,
+            "backend": "mujoco",
+            "max_episode_steps": self.max_episode_steps,
+            **{k: v for k, v in spec.kwargs.items() if isinstance(v, (int, float, str, bool))},
+        }
+        offsets, start = {}, 0
+        for group, size in self.env.info.groups:
+            offsets[group] = slice(start, start + size)
+            start += size
+        self._policy, self._privileged = offsets["policy"], offsets["privileged"]
+        self.state, self.privileged = self._split(self.env.reset(seed))
+        self._start_bookkeeping()
+
+    def _split(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        policy, privileged = obs[:, self._policy], obs[:, self._privileged]
+        return np.ascontiguousarray(policy, dtype=np.float32), np.ascontiguousarray(privileged, dtype=np.float32)
+
+    def _advance(self, actions: np.ndarray) -> Advance:
+        result = self.env.step(actions)
+        state, privileged = self._split(result.obs)
+        diagnostics = result.diagnostics
+        terms = {key[len("reward/") :]: value for key, value in diagnostics.items() if key.startswith("reward/")}
+        ended = np.flatnonzero(result.terminated | result.truncated)
+        # The running episodes' step counts (the env exposes none), and for the ended ones the env's
+        # own count, which the bookkeeping's episode lengths must equal.
+        elapsed = self._lengths + 1
+        elapsed[ended] = result.episode_lengths
+        return Advance(
+            state,
+            privileged,
+            result.reward,
+            result.terminated,
+            result.truncated,
+            diagnostics["tracking_error_lin"],
+            diagnostics["tracking_error_ang"],
+            elapsed,
+            terms,
+            diagnostics.get("task_reward"),
+        )
+
+
+def make_stepper(spec: EnvSpec, num_envs: int, threads: int, seed: int) -> Stepper:
+    if spec.backend == "mujoco":
+        return ReferenceStepper(spec, num_envs, threads, seed)
+    return EnvpoolStepper(spec.task, num_envs, threads, seed, spec.max_episode_steps)
+
+
 def evaluate(
-    act: Callable[[np.ndarray, np.ndarray], np.ndarray],
-    task: str,
-    seed: int,
-    episodes: int,
-    threads: int = 1,
-    max_episode_steps: int | None = None,
+    act: Callable[[np.ndarray, np.ndarray], np.ndarray], spec: EnvSpec, seed: int, episodes: int, threads: int = 1
 ) -> dict[str, Any]:
-    """`episodes` full episodes of `act(state, privileged) -> actions` on a new env seeded `seed`
-    (min(episodes, 16) sub-envs, sub-env i running its own quota of episodes, so short episodes are
-    not favoured). Returns the eval_* metrics."""
+    """`episodes` full episodes of `act(state, privileged) -> actions` on a new env of `spec` seeded
+    `seed` (min(episodes, 16) sub-envs, sub-env i running its own quota of episodes, so short
+    episodes are not favoured). Returns the eval_* metrics (`eval_task_return` too where the env
+    reports a variant's task reward)."""
     n = min(episodes, MAX_EVAL_ENVS)
     quota = np.array([episodes // n + (i < episodes % n) for i in range(n)])
-    stepper = EnvpoolStepper(task, n, threads, seed, max_episode_steps)
+    stepper = make_stepper(spec, n, threads, seed)
     finished = np.zeros(n, dtype=np.int64)
-    returns, lengths, falls, lins, angs = [], [], [], [], []
+    returns, lengths, falls, lins, angs, task_returns = [], [], [], [], [], []
     try:
         while (finished < quota).any():
             out = stepper.step(act(stepper.state, stepper.privileged))
@@ -368,10 +544,12 @@ def evaluate(
                     falls.append(bool(out.episode_terminated[k]))
                     lins.append(float(out.episode_tracking_lin[k]))
                     angs.append(float(out.episode_tracking_ang[k]))
+                    if out.episode_task_return is not None:
+                        task_returns.append(float(out.episode_task_return[k]))
                 finished[i] += 1
     finally:
         stepper.close()
-    return {
+    result = {
         "eval_return": float(np.mean(returns)),
         "eval_return_std": float(np.std(returns)),
         "eval_episode_length": float(np.mean(lengths)),
@@ -380,6 +558,9 @@ def evaluate(
         "eval_falls": int(np.sum(falls)),
         "eval_episodes": len(returns),
     }
+    if task_returns:
+        result["eval_task_return"] = float(np.mean(task_returns))
+    return result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -390,14 +571,14 @@ except ImportError:  # pragma: no cover - exercised where rsl_rl is not installe
     _VecEnvBase = object
 
 
-class RslRlEnvpoolEnv(_VecEnvBase):
-    """rsl_rl's VecEnv API over an EnvpoolStepper, on the CPU: observations a TensorDict of the groups
+class RslRlEnv(_VecEnvBase):
+    """rsl_rl's VecEnv API over a Stepper (either backend), on the CPU: observations a TensorDict of the groups
     `state` and `privileged_state` (float32), rewards raw (unscaled), `dones` = terminated |
     truncated, `extras["time_outs"]` = truncated & ~terminated (rsl_rl bootstraps these), and
     `extras["log"]` empty unless `log_extras` (then per-step means of the reward terms and tracking
     errors, "/"-namespaced, for rsl_rl's own logger when it has a log_dir)."""
 
-    def __init__(self, stepper: EnvpoolStepper, env_cfg: dict[str, Any] | None = None, log_extras: bool = False):
+    def __init__(self, stepper: Stepper, env_cfg: dict[str, Any] | None = None, log_extras: bool = False):
         self.stepper = stepper
         self.num_envs = stepper.num_envs
         self.num_actions = stepper.num_actions
@@ -414,7 +595,7 @@ class RslRlEnvpoolEnv(_VecEnvBase):
 
     @episode_length_buf.setter
     def episode_length_buf(self, value) -> None:
-        raise NotImplementedError("envpool episodes cannot start at a random step (init_at_random_ep_len is Playground's False)")
+        raise NotImplementedError("episodes cannot start at a random step (init_at_random_ep_len is Playground's False)")
 
     def _obs(self, state: np.ndarray, privileged: np.ndarray):
         import torch
@@ -442,13 +623,22 @@ class RslRlEnvpoolEnv(_VecEnvBase):
 # The run
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--task", default="Go1JoystickFlatTerrain", help=f"one of {', '.join(LAYOUTS)}")
+    parser.add_argument("--task", default=None, help=f"a Playground task (default {DEFAULT_TASK}); on envpool one of {', '.join(LAYOUTS)}")
+    parser.add_argument(
+        "--backend", choices=BACKENDS, default=None, help="envpool (default): envpool's port; mujoco: our MuJoCo reference of --task"
+    )
+    parser.add_argument(
+        "--task-file",
+        default=None,
+        help="a ppo_control task (tasks/<name>.yaml, or a path): its env.id, env.backend, env.kwargs and env.max_episode_steps "
+        "(instead of --task/--backend)",
+    )
     parser.add_argument(
         "--steps", type=lambda s: int(float(s)), default=5_000_000, help="total env steps (iterations = ceil(steps / (num_envs x 24)))"
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num-envs", type=int, default=32, help="parallel envs (Playground: 4096)")
-    parser.add_argument("--threads", type=int, default=1, help="envpool threads and torch.set_num_threads")
+    parser.add_argument("--threads", type=int, default=1, help="the env's threads and torch.set_num_threads")
     parser.add_argument(
         "--eval-every", type=lambda s: int(float(s)), default=1_000_000, help="env steps between evaluations (0: only at the end)"
     )
@@ -456,6 +646,41 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--print-every-s", type=float, default=30.0, help="seconds between progress lines")
     parser.add_argument("--out", required=True, help="output folder: metrics.jsonl and config.json")
     return parser.parse_args(argv)
+
+
+def env_spec(args: argparse.Namespace) -> EnvSpec | str:
+    """The env the arguments name, or why it cannot run here (one line)."""
+    if args.task_file is not None:
+        if args.task is not None or args.backend is not None:
+            return "give --task-file or --task/--backend, not both"
+        from omegaconf import OmegaConf
+
+        from ppo_control.config import ConfigError
+        from ppo_control.config.composition import compose
+        from ppo_control.envs.randomization import Randomization
+
+        try:
+            cfg = compose([f"task={args.task_file}"])
+        except ConfigError as error:
+            return str(error).splitlines()[0]
+        if Randomization.from_config(cfg.randomize) is not None:  # rsl_rl would train on another env than ours
+            return f"task file {args.task_file} randomizes the robot (randomize.*), which this script does not carry over"
+        env = cfg.env
+        spec = EnvSpec(task_name(env.id), str(env.backend), OmegaConf.to_container(env.kwargs), env.max_episode_steps, args.task_file)
+        if spec.backend == "envpool" and (spec.kwargs or spec.max_episode_steps is not None):
+            return f"task file {args.task_file}: the envpool path runs the port's defaults; its env.kwargs run with env.backend=mujoco"
+    else:
+        spec = EnvSpec(task_name(args.task or DEFAULT_TASK), args.backend or "envpool")
+    if spec.backend not in BACKENDS:
+        return f"env.backend={spec.backend}: this script steps {' or '.join(BACKENDS)}"
+    if spec.backend == "mujoco":
+        return reference_refusal(spec.task) or spec
+    if spec.task not in LAYOUTS:
+        return (
+            f"task {spec.task!r}: its observation layout (command and clean velocity indices) is not known here; "
+            f"supported on envpool: {', '.join(LAYOUTS)}"
+        )
+    return spec
 
 
 def versions() -> dict[str, Any]:
@@ -480,14 +705,38 @@ def machine() -> dict[str, Any]:
     return out
 
 
+def env_differences(spec: EnvSpec) -> list[str]:
+    """How the env differs from the one Playground's rsl_rl trains on."""
+    if spec.backend == "envpool":
+        return [
+            "envpool's C++ port of the task instead of Playground's MJX env",
+            "no domain randomization (Playground's train_rsl_rl.py applies the task's randomizer; envpool's port has none)",
+        ]
+    from ppo_control.envs.mujoco import split_reference_options
+
+    _, own = split_reference_options(spec.task, spec.kwargs)
+    out = [
+        "our MuJoCo reference of envpool's C++ port of the task (ppo_control.envs.mujoco, Python bindings) instead of "
+        f"Playground's MJX env, with env.kwargs {json.dumps(spec.kwargs, sort_keys=True)}",
+        "no domain randomization (Playground's train_rsl_rl.py applies the task's randomizer; the task file sets no randomize.*)",
+    ]
+    if own:
+        out.append(
+            f"a variant only the reference runs ({', '.join(sorted(own))}): its observation and training reward are not Playground's "
+            "(eval_return is the variant's full reward; task_reward, episode_task_return and eval_task_return the task's own)"
+        )
+    return out
+
+
 def run_config(
-    args: argparse.Namespace, task: str, playground: dict[str, Any], train_cfg: dict[str, Any], iterations: int
+    args: argparse.Namespace, spec: EnvSpec, playground: dict[str, Any], train_cfg: dict[str, Any], iterations: int
 ) -> dict[str, Any]:
     rollout = args.num_envs * playground["num_steps_per_env"]
     minibatches = playground["algorithm"]["num_mini_batches"]
     return {
-        "task": task,
-        "envpool_id": f"{task}-v1",
+        "task": spec.task,
+        "envpool_id": f"{spec.task}-v1",
+        "env": dataclasses.asdict(spec),
         "command": " ".join([sys.executable, *sys.argv]),
         "args": vars(args),
         "device": "cpu",
@@ -524,8 +773,7 @@ def run_config(
         "steps_per_iteration": rollout,
         "total_env_steps": iterations * rollout,
         "differences_from_playground": [
-            "envpool's C++ port of the task instead of Playground's MJX env",
-            "no domain randomization (Playground's train_rsl_rl.py applies the task's randomizer; envpool's port has none)",
+            *env_differences(spec),
             "rsl-rl-lib 5 (Playground's config targets rsl-rl-lib 3): the observation normalizers are updated once per "
             "iteration from the rollout after the update, not at every env step; same networks, init and losses",
             "CPU torch, one process",
@@ -553,14 +801,11 @@ def _json_default(value: Any) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    task = task_name(args.task)
-    if task not in LAYOUTS:
-        print(
-            f"rsl_rl_playground: task {args.task!r} is not supported: its observation layout (command and clean velocity indices) "
-            f"is not known here; supported: {', '.join(LAYOUTS)}",
-            file=sys.stderr,
-        )
+    spec = env_spec(args)
+    if isinstance(spec, str):
+        print(f"rsl_rl_playground: not supported: {spec}", file=sys.stderr)
         return 2
+    task = spec.task
     import torch
     from rsl_rl.runners import OnPolicyRunner
 
@@ -573,14 +818,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     train_cfg = rsl_rl_train_cfg(playground)
     steps_per_it = args.num_envs * train_cfg["num_steps_per_env"]
     iterations = max(1, math.ceil(args.steps / steps_per_it))
-    config = run_config(args, task, playground, json.loads(json.dumps(train_cfg)), iterations)
-    (out_dir / "config.json").write_text(json.dumps(config, indent=2, default=_json_default) + "\n")
+    config = run_config(args, spec, playground, json.loads(json.dumps(train_cfg)), iterations)
 
-    stepper = EnvpoolStepper(task, args.num_envs, args.threads, args.seed)
-    env = RslRlEnvpoolEnv(
-        stepper, env_cfg={"task": task, **{k: v for k, v in stepper.env.config.items() if isinstance(v, (int, float, str, bool))}}
-    )
+    stepper = make_stepper(spec, args.num_envs, args.threads, args.seed)
+    env = RslRlEnv(stepper, env_cfg=stepper.env_config)
     runner = OnPolicyRunner(env, train_cfg, log_dir=None, device="cpu")
+    # What rsl_rl's networks read (a variant's extra elements included), as they were built.
+    config["input_sizes"] = {"actor": runner.alg.get_policy().obs_dim, "critic": runner.alg._raw_critic.obs_dim}
+    (out_dir / "config.json").write_text(json.dumps(config, indent=2, default=_json_default) + "\n")
     losses: dict[str, float] = {}
     update = runner.alg.update
 
@@ -632,7 +877,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     next_eval += args.eval_every
                 start = time.time()
                 policy = runner.get_inference_policy(device="cpu")  # eval mode; the next learn() sets train mode again
-                result = evaluate(act, task, args.seed + EVAL_SEED_OFFSET, args.eval_episodes, args.threads)
+                result = evaluate(act, spec, args.seed + EVAL_SEED_OFFSET, args.eval_episodes, args.threads)
                 eval_row = {"iteration": it, "step": step, "time_s": start - _LAUNCH, "train_time_s": start - _LAUNCH - eval_time}
                 eval_time += time.time() - start
                 eval_row.update(result)
@@ -641,7 +886,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(
                     f"eval step {step}: return {result['eval_return']:.2f} +- {result['eval_return_std']:.2f} "
                     f"length {result['eval_episode_length']:.0f} falls {result['eval_falls']} "
-                    f"track lin {result['eval_tracking_error_lin']:.3f} ang {result['eval_tracking_error_ang']:.3f}",
+                    f"track lin {result['eval_tracking_error_lin']:.3f} ang {result['eval_tracking_error_ang']:.3f}"
+                    + (f" task return {result['eval_task_return']:.2f}" if "eval_task_return" in result else ""),
                     flush=True,
                 )
     stepper.close()

@@ -1,8 +1,10 @@
 """benchmarks/robots/rsl_rl_playground.py: the envpool bookkeeping under the rsl_rl wrapper (reset within the
-step, time-outs, episode returns, tracking error, evaluation quotas) on a real envpool Go1 env, which
-needs no rsl_rl; and, where the benchmark-only rsl-rl-lib is installed, a two-iteration run of the
-script."""
+step, time-outs, episode returns, tracking error, evaluation quotas) on a real envpool Go1 env, and
+the same bookkeeping over our MuJoCo reference of the Go1 trot variant (its clock in both groups, its
+task reward), neither of which needs rsl_rl; and, where the benchmark-only rsl-rl-lib is installed,
+two-iteration runs of the script on both."""
 
+import dataclasses
 import json
 import math
 
@@ -11,6 +13,8 @@ import pytest
 
 pytest.importorskip("envpool")
 TASK = "Go1JoystickFlatTerrain"
+TROT = "Go1JoystickFlatTerrainTrot"  # tasks/: the reference's trot-clock variant of TASK
+CLOCK_SIZE = 8  # the trot clock's elements at the end of each group (every foot's phase as cos, sin)
 
 
 @pytest.fixture(scope="module")
@@ -94,14 +98,82 @@ def test_evaluation_runs_each_sub_envs_quota_of_full_episodes(script):
         seen.append(len(state))
         return np.zeros((len(state), 12))
 
-    result = script.evaluate(act, TASK, seed=1_000_000, episodes=3, max_episode_steps=20)
+    spec = script.EnvSpec(TASK, max_episode_steps=20)
+    result = script.evaluate(act, spec, seed=1_000_000, episodes=3)
     assert result["eval_episodes"] == 3 and result["eval_falls"] == 0
     assert result["eval_episode_length"] == 20.0
     assert set(seen) == {3}  # min(episodes, 16) sub-envs
     assert len(seen) == 20  # one episode each
     assert all(math.isfinite(result[k]) for k in ("eval_return", "eval_return_std", "eval_tracking_error_lin", "eval_tracking_error_ang"))
-    again = script.evaluate(act, TASK, seed=1_000_000, episodes=3, max_episode_steps=20)
+    again = script.evaluate(act, spec, seed=1_000_000, episodes=3)
     assert again["eval_return"] == result["eval_return"]  # a new env each time: the same episodes
+
+
+def test_the_reference_trot_variant_steps_under_the_same_bookkeeping(script):
+    """--task-file of the trot variant runs our MuJoCo reference with the task file's kwargs: both
+    groups end with the clock (rsl_rl's actor reads it), the bookkeeping's episode lengths are the
+    env's own, the returns add up the variant's full reward, and its task reward is kept apart."""
+    spec = script.env_spec(script.parse_args(["--task-file", TROT, "--out", "unused"]))
+    assert (spec.task, spec.backend) == (TASK, "mujoco") and spec.kwargs["gait_clock"] is True
+    stepper = script.make_stepper(spec, num_envs=3, threads=1, seed=0)
+    rng = np.random.default_rng(0)
+    running, running_task = np.zeros(3), np.zeros(3)
+    ended_total = 0
+    try:
+        assert stepper.state.shape == (3, 48 + CLOCK_SIZE) and stepper.privileged.shape == (3, 123 + CLOCK_SIZE)
+        first_clock = stepper.state[:, -CLOCK_SIZE:].copy()
+        for t in range(150):
+            before = stepper.state
+            out = stepper.step(rng.uniform(-1, 1, (3, stepper.num_actions)))
+            assert out.state is not before and out.state.flags.c_contiguous
+            clock = out.state[:, -CLOCK_SIZE:]
+            np.testing.assert_array_equal(clock, out.privileged[:, -CLOCK_SIZE:])
+            np.testing.assert_allclose(clock[:, :4] ** 2 + clock[:, 4:] ** 2, 1.0, rtol=1e-5)  # each foot's (cos, sin)
+            if t == 10:
+                assert not np.allclose(clock, first_clock)  # the clock runs
+            running += out.reward
+            running_task += out.task_reward
+            np.testing.assert_array_equal(out.ended, np.flatnonzero(out.terminated | out.truncated))
+            np.testing.assert_array_equal(out.episode_length, out.elapsed[out.ended])  # the env's own count
+            np.testing.assert_allclose(out.episode_return, running[out.ended], rtol=1e-6)
+            np.testing.assert_allclose(out.episode_task_return, running_task[out.ended], rtol=1e-6)
+            running[out.ended] = running_task[out.ended] = 0.0
+            assert (stepper.episode_lengths[out.ended] == 0).all()
+            ended_total += len(out.ended)
+            assert not out.time_outs.any() and np.isfinite(out.state).all() and np.isfinite(out.privileged).all()
+        assert ended_total > 0, "no episode ended: the check saw no reset"
+        stats = stepper.stats.pop()
+        assert stats["episodes"] == ended_total and stats["episode_task_return"] is not None
+        assert {"reward/tracking_lin_vel", "reward/feet_phase", "task_reward"} <= set(stats)
+        assert stats["tracking_error_lin"] > 0
+    finally:
+        stepper.close()
+
+    limited = script.make_stepper(dataclasses.replace(spec, max_episode_steps=30), num_envs=2, threads=1, seed=3)
+    try:
+        for _ in range(30):
+            out = limited.step(np.zeros((2, limited.num_actions)))
+        assert out.truncated.all() and not out.terminated.any() and out.time_outs.all()
+        np.testing.assert_array_equal(out.episode_length, [30, 30])
+    finally:
+        limited.close()
+
+
+def test_env_choices_that_cannot_run_are_refused_with_one_line(script, tmp_path, capsys):
+    def refusal(*argv):
+        return script.env_spec(script.parse_args([*argv, "--out", "unused"]))
+
+    assert "not both" in refusal("--task-file", TROT, "--task", TASK)
+    assert "unknown task" in refusal("--task-file", "NoSuchTask")
+    assert "not a joystick task" in refusal("--task", "PandaPickCube", "--backend", "mujoco")
+    assert refusal("--task", TASK, "--backend", "mujoco").backend == "mujoco"
+    randomized = tmp_path / "Randomized.yaml"
+    randomized.write_text("regime: robot\nenv:\n  id: Go1JoystickFlatTerrain-v1\n  backend: mujoco\nrandomize:\n  obs_noise: 0.1\n")
+    assert "randomize" in refusal("--task-file", str(randomized))
+    out = tmp_path / "out"
+    assert script.main(["--task-file", str(randomized), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not supported" in err[0] and not out.exists()
 
 
 def test_unknown_task_layout_is_refused_with_one_line(script, tmp_path, capsys):
@@ -141,3 +213,29 @@ def test_two_iterations_of_the_script(script, tmp_path):
     assert config["iterations"] == 2
     assert (config["scaled"]["num_envs"]["playground"], config["scaled"]["num_envs"]["used"]) == (4096, 4)
     assert config["versions"]["rsl-rl-lib"] and config["machine"]["cpu_count"]
+
+
+def test_two_iterations_of_the_script_on_the_reference_trot_variant(script, tmp_path):
+    """What robots_vs_rsl_rl reads, from a run on our reference's trot variant: rsl_rl's networks
+    read the clock, the training rows carry the variant's terms and task reward, the evaluation row
+    its falls, return and task return."""
+    pytest.importorskip("rsl_rl")
+    out = tmp_path / "run"
+    argv = ["--task-file", TROT, "--steps", str(2 * 4 * 24), "--num-envs", "4", "--eval-episodes", "2", "--out", str(out)]
+    assert script.main(argv) == 0
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in rows if "tracking_error_lin" in r]
+    evals = [r for r in rows if "eval_return" in r]
+    assert [r["step"] for r in train] == [96, 192]
+    assert all("reward/feet_phase" in r and r["task_reward"] is not None for r in train)
+    assert len(evals) == 1 and evals[0]["step"] == 192 and evals[0]["eval_episodes"] == 2
+    assert isinstance(evals[0]["eval_falls"], int) and 0 <= evals[0]["eval_falls"] <= 2
+    assert math.isfinite(evals[0]["eval_return"]) and math.isfinite(evals[0]["eval_task_return"])
+    for row in rows:
+        for key, value in row.items():
+            assert value is None or isinstance(value, str) or math.isfinite(value), (key, value)
+    config = json.loads((out / "config.json").read_text())
+    assert config["input_sizes"] == {"actor": 48 + CLOCK_SIZE, "critic": 123 + CLOCK_SIZE}
+    assert config["env"]["backend"] == "mujoco" and config["env"]["kwargs"]["gait_clock"] is True
+    assert config["playground"]["max_iterations"] == 1000  # Go1JoystickFlatTerrain's Playground settings
+    assert any("variant" in line for line in config["differences_from_playground"])
