@@ -13,7 +13,8 @@ is what envpool's C++ ports read and what their policies were trained on.
 `ReferenceVecEnv` is the VecEnv protocol around a `ReferenceTask`: seeding (sub-env i draws from
 its own generator seeded with seed + i, as envpool seeds sub-env i with seed + i), the time limit
 (truncation wins over termination on the limit's step, as envpool reports it), same-step resets
-with the real final observation, episode statistics, and the diagnostics envpool's adapter makes.
+with the real final observation, episode statistics, and the diagnostics envpool's adapter makes
+(reward terms, tracking errors, success measures).
 
 Random streams: `EnvpoolRandom` (the default) is envpool's own, std::mt19937 seeded with seed + i
 and libstdc++'s distributions; a task that draws in the C++'s order then replays envpool's episodes
@@ -37,6 +38,7 @@ from ppo_control.config.errors import UserError
 from ppo_control.envs.base import Capabilities, EnvInfo, EpisodeTracker, StepResult, as_arrays, usable_cores
 from ppo_control.envs.joystick import tracking_errors, tracking_indices
 from ppo_control.envs.randomization import SubEnvRandomizer
+from ppo_control.envs.success import success_indices
 
 
 class EnvpoolRandom:
@@ -254,6 +256,7 @@ class ReferenceVecEnv:
         self._episodes = EpisodeTracker(self.num_envs)
         self._stepped: tuple[np.ndarray, np.ndarray] | None = None
         self._tracking = tracking_indices(task.env_id, task.groups)
+        self._success = success_indices(task.env_id, task.groups)  # a task whose return alone does not say it succeeded
         self._full_model = task.physics.model(0)
         self._policy_size = dict(task.groups)["policy"]  # what the robot measures: where sensor noise goes
         self._randomizers = [] if randomization is None else self._randomize(randomization)
@@ -324,6 +327,8 @@ class ReferenceVecEnv:
         diagnostics = {f"reward/{name}": values.astype(np.float64) for name, values in out.terms.items()} | out.diagnostics
         if self._tracking is not None:  # the command as given, not as a noisy sensor would read it
             diagnostics.update(tracking_errors(clean, self._tracking))
+        if self._success is not None:
+            diagnostics.update(self._success.measures(clean))
         self._stepped = None
         final_obs = obs
         if len(ended):

@@ -1,8 +1,8 @@
 """What the ports of envpool's Playground C++ tasks share: finding the robot's model in envpool's
 asset package, the task options (the C++ DefaultConfig and the user's env.kwargs), the C++'s
-rounding, and `PlaygroundPort`, the part of a task every robot module (go1, t1) builds the same way:
-its model on a PhysicsBatch, its layout and timing, its home pose, its sensors' addresses and its
-per-sub-env state for checkpoints.
+rounding, and `PlaygroundPort`, the part of a task every robot module (go1, t1, panda) builds the
+same way: its model on a PhysicsBatch, its layout and timing, its home pose, its sensors' addresses
+and its per-sub-env state for checkpoints.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import numpy as np
 
 from ppo_control.config.errors import UserError
 from ppo_control.envs.mujoco.batch import PhysicsBatch
+from ppo_control.envs.observations import GROUP_OF_KEY, POLICY
 from ppo_control.robots import physics_assets, playground
 
 MAX_EPISODE_STEPS = 1000  # envpool's registration default for the Playground tasks
@@ -51,6 +52,7 @@ class PlaygroundPort:
     NU = 0
     ROBOT = ""
     STATE: tuple[str, ...] = ()
+    MAX_EPISODE_STEPS = MAX_EPISODE_STEPS  # the spec's max_episode_steps
 
     def __init__(
         self, env_id: str, num_envs: int, kwargs: dict[str, Any] | None = None, num_threads: int | None = None, base_path: str | None = None
@@ -63,10 +65,11 @@ class PlaygroundPort:
         self.physics = PhysicsBatch(model, num_envs, num_threads)
         self.num_envs = num_envs
         self.action_dim = self.NU
-        self.max_episode_steps = MAX_EPISODE_STEPS
+        self.max_episode_steps = self.MAX_EPISODE_STEPS
         self.control_period_s = options["ctrl_dt"]
         self.substeps = int(round_half_away(options["ctrl_dt"] / options["sim_dt"]))
-        self.groups = (("policy", len(task.groups["state"])), ("privileged", len(task.groups["privileged_state"])))
+        # envpool's observation keys as the envpool backend names its groups (a single Box: policy).
+        self.groups = tuple((GROUP_OF_KEY.get(key, POLICY), len(names)) for key, names in task.groups.items())
         self.init_qpos = model.key("home").qpos.copy()
         self.default_pose = self.init_qpos[7 : 7 + self.NU].copy()
 
