@@ -242,6 +242,35 @@ def test_the_gait_clock_and_the_command_resample():
         task.physics.close()
 
 
+def test_without_the_hold_the_feet_keep_their_offset_through_a_zero_command():
+    """The C++'s hold puts both feet at pi, so after a zero command they share one phase (a hop);
+    the variant's clock runs on and keeps them half a cycle apart, and its export says no hold."""
+    from ppo_control.envs.backends import ReferenceBackend
+
+    phases = {}
+    for hold in (True, False):
+        task = T1Joystick(FLAT, 1, {"push_enable": False, "gait_hold_on_zero_command": hold}, num_threads=1)
+        try:
+            rngs = [EnvpoolRandom(3)]
+            task.reset(np.arange(1), rngs)
+            task.command[:] = 0.0
+            for _ in range(3):
+                task.step(np.zeros((1, NU)), rngs)
+            task.command[:] = [0.5, 0.0, 0.0]
+            for _ in range(3):
+                task.step(np.zeros((1, NU)), rngs)
+            phases[hold] = task.phase[0].copy()
+        finally:
+            task.physics.close()
+    assert phases[True][0] == phases[True][1]
+    offset = math.remainder(phases[False][1] - phases[False][0], 2 * math.pi)
+    assert abs(offset) == pytest.approx(math.pi)
+    held = ReferenceBackend().describe(FLAT, {}, None)["robot"]["gait_phase"]
+    running = ReferenceBackend().describe(FLAT, {"gait_hold_on_zero_command": False}, None)["robot"]["gait_phase"]
+    assert held["hold_rad"] == pytest.approx(math.pi) and "hold_rad" not in running
+    assert running["initial_rad"] == held["initial_rad"]
+
+
 def test_sim2sim_drives_t1_through_its_contract(envpool):
     """sim2sim and a T1 run's robustness grid drive the reference through the controller contract
     (ControllerLoop gives each controller its episode's gait frequency): with the world's noise off,

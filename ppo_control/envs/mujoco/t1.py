@@ -220,6 +220,10 @@ class T1Joystick(PlaygroundPort):
     """
 
     ENV_IDS, DEFAULTS, BOOLEAN_OPTIONS, NU, ROBOT = ENV_IDS, DEFAULTS, BOOLEAN_OPTIONS, NU, "T1"
+    # gait_hold_on_zero_command=false: a named variant whose clock runs on under a zero command
+    # (the robot steps in place). The C++'s hold puts both feet at pi, so after a zero command the
+    # feet share one phase for the rest of the episode and the clock asks for a hop.
+    REFERENCE_OPTIONS = {"gait_hold_on_zero_command": True}
     STATE = (
         "command",
         "last_act",
@@ -390,8 +394,20 @@ class T1Joystick(PlaygroundPort):
             qvel[1] += math.sin(theta) * magnitude
 
     def _update_phase(self) -> None:
-        """UpdatePhase: advance and wrap to [-pi, pi); held at pi under a (near) zero command."""
-        self.phase = gait.advance(self.phase, self.phase_dt, self.command)
+        """UpdatePhase: advance and wrap to [-pi, pi); held at pi under a (near) zero command
+        unless the variant lets the clock run on."""
+        hold = self.options["gait_hold_on_zero_command"]
+        self.phase = gait.advance(self.phase, self.phase_dt, self.command if hold else None)
+
+    @staticmethod
+    def describe_variant(options: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+        """Without the hold, the export's clock says so: a controller must not hold it either."""
+        if options.get("gait_hold_on_zero_command", True):
+            return facts
+        robot = dict(facts["robot"])
+        robot["gait_phase"] = {key: value for key, value in robot["gait_phase"].items() if not key.startswith("hold")}
+        robot["sources"] = {**robot["sources"], "gait_phase": "C++ Reset and UpdatePhase, not held under a zero command (a variant)"}
+        return {**facts, "robot": robot}
 
     # --- observations --------------------------------------------------------------------------
     def _read(self, ids: np.ndarray | None) -> dict[str, np.ndarray]:
