@@ -4,16 +4,18 @@
 Runs an exported policy file (TorchScript or ONNX, as `export` wrote it; never the training
 checkpoint) on the robot's MuJoCo reference, driven through the export's metadata alone: a
 controller per robot (ppo_control/deploy/controller.py) reads each observation element from the model's
-sensors, sites and joints where `robot.observation_sources` says, keeps the previous action and the
-command, writes default pose + action scale x action as PD targets, gives the model the contract's
-gains and steps `sim_substeps` physics steps of `sim_period_s` per action. The reference supplies
-only the world: the episodes (the evaluation's initial states and commands, same seeds), the reward
-terms, falls and tracking error. A contract the metadata gets wrong (a joint order, a default pose,
+sensors, sites, bodies and joints where `robot.observation_sources` says, keeps the previous action,
+its last targets and the command, writes PD targets by `robot.action_rule` (default pose + action
+scale x action; a manipulator's previous targets + action scale x action, clipped to its ctrl
+range), gives the model the contract's gains and steps `sim_substeps` physics steps of
+`sim_period_s` per action. The reference supplies only the world: the episodes (the evaluation's
+initial states, commands and targets, same seeds), the reward terms, falls, tracking error and
+success. A contract the metadata gets wrong (a joint order, a default pose,
 a gain, a control period) therefore shows here as a policy that no longer drives the robot.
 
 Perturbations of the robot: `latency` (control periods between an observation and its action
 reaching the motors), `friction` (scale of every geom's sliding friction), `added_mass` (kg on the
-base), `kp_scale` (the motors' real gain against the contract's). Sensors are exact (no noise).
+floating base; a robot without one refuses it), `kp_scale` (the motors' real gain against the contract's). Sensors are exact (no noise).
 Writes <run>/sim2sim/sim2sim.json (or `out`) and, with video=true, one episode's video beside it.
 """
 

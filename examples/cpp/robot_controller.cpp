@@ -43,6 +43,10 @@ Contract read_contract(const json_lite::Value& meta) {
   Contract c;
   c.joint_names = robot.at("joint_names").as_strings();
   const std::size_t n = c.joint_names.size();
+  // This loop writes default_pose + action_scale * action, which an export without the field holds.
+  if (robot.has("action_rule") && robot.at("action_rule").as_string() != "default_pose") {
+    throw std::runtime_error("robot.action_rule is " + robot.at("action_rule").as_string() + ": this controller drives default_pose only");
+  }
   c.default_pose = robot.at("default_pose").as_numbers(n);
   c.kp = robot.at("kp").as_numbers(n);
   c.joint_damping = robot.at("kd_parts").at("joint_damping").as_numbers(n);

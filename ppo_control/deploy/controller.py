@@ -1,12 +1,13 @@
 """A robot's controller loop built from an exported policy's metadata alone: which MuJoCo sensor,
-site or joint each observation element reads, what state the controller keeps (the previous action,
-the command, a gait clock), how an action becomes a PD target and which gains the PD loop has.
+site, body or joint each observation element reads, what state the controller keeps (the previous
+action, the last targets, the command, a gait clock), how an action becomes a PD target (the
+contract's `robot.action_rule`) and which gains the PD loop has.
 
-This is what `sim2sim` runs in a plain MuJoCo model, and what examples/cpp/go1_controller.cpp does
-in C++: neither reads anything from the training code or the envs, so a contract the metadata gets
-wrong (a joint order, a default pose, a gain, a control period) shows as a policy that no longer
-drives the robot. The vocabulary of `robot.observation_sources` is described in
-ppo_control/robots/playground.py.
+This is what `sim2sim` runs in a plain MuJoCo model, and what examples/cpp/robot_controller.cpp
+does in C++ for the default_pose rule: neither reads anything from the training code or the envs,
+so a contract the metadata gets wrong (a joint order, a default pose, a gain, a control period)
+shows as a policy that no longer drives the robot. The vocabulary of `robot.observation_sources`
+(and its parser, `source_of`) is in ppo_control/robots/playground.py.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import mujoco
 import numpy as np
 
 from ppo_control.config.errors import UserError
+from ppo_control.robots.playground import source_of
 
-# The robot block's fields a controller loop cannot do without.
+# The robot block's fields a controller loop cannot do without; those of the action rule go after
+# the joint names.
 REQUIRED = (
     "joint_names",
-    "default_pose",
     "action_scale",
     "kp",
     "kd_parts",
@@ -32,7 +34,22 @@ REQUIRED = (
     "sim_substeps",
     "observation_sources",
 )
+# robot.action_rule -> what it reads besides the action scale. An export written before the field
+# existed holds the legged robots' rule, default_pose.
+RULES = {
+    "default_pose": ("default_pose",),  # target = default_pose + action_scale * action
+    "previous_target": ("initial_target", "ctrl_range"),  # target = clip(previous target + action_scale * action, ctrl_range)
+}
 AXES = {"x": 0, "y": 1, "z": 2}
+FREE_JOINT = {"qpos": ("x", "y", "z", "qw", "qx", "qy", "qz"), "qvel": ("vx", "vy", "vz", "wx", "wy", "wz")}
+
+
+def _per_joint_ranges(value: list[list[float]], n: int) -> np.ndarray:
+    """robot.ctrl_range: [low, high] per joint."""
+    ranges = np.asarray(value, dtype=np.float64)
+    if ranges.shape != (n, 2):
+        raise UserError(f"the export's robot.ctrl_range is not one [low, high] for each of its {n} joints")
+    return ranges
 
 
 def _per_joint(value: float | list[float], n: int, name: str) -> np.ndarray:
@@ -48,7 +65,7 @@ class RobotContract:
     """The controller's side of an export: read from its metadata.json, checked for completeness."""
 
     joint_names: tuple[str, ...]
-    default_pose: np.ndarray
+    default_pose: np.ndarray | None  # the default_pose rule's (and joint_pos' reference)
     action_scale: float
     kp: np.ndarray
     joint_damping: np.ndarray
@@ -65,6 +82,10 @@ class RobotContract:
     gait_hold_command_norm: float = 0.0
     action_low: np.ndarray | None = None
     action_high: np.ndarray | None = None
+    action_rule: str = "default_pose"
+    initial_target: np.ndarray | None = None  # the previous_target rule's target after a reset
+    ctrl_low: np.ndarray | None = None  # and the range it clips every target to
+    ctrl_high: np.ndarray | None = None
 
     @classmethod
     def from_metadata(cls, metadata: dict[str, Any]) -> RobotContract:
@@ -73,7 +94,10 @@ class RobotContract:
         robot = metadata.get("robot")
         if not isinstance(robot, dict):
             raise UserError("the export's metadata has no robot block: it was not trained on a PD-driven robot task")
-        missing = [key for key in REQUIRED if key not in robot]
+        rule = str(robot.get("action_rule", "default_pose"))
+        if rule not in RULES:
+            raise UserError(f"the export's robot.action_rule is {rule}: a controller here drives the rules {', '.join(RULES)}")
+        missing = [key for key in (REQUIRED[0], *RULES[rule], *REQUIRED[1:]) if key not in robot]
         if missing:
             raise UserError(
                 f"the export's metadata lacks robot.{', robot.'.join(missing)}: a controller cannot drive the policy without them"
@@ -91,9 +115,10 @@ class RobotContract:
                 f"x robot.sim_period_s ({sim_period:g} s): its timing contradicts itself"
             )
         gait = robot.get("gait_phase") or {}
+        ctrl_range = _per_joint_ranges(robot["ctrl_range"], n) if "ctrl_range" in robot else None
         return cls(
             joint_names=tuple(robot["joint_names"]),
-            default_pose=_per_joint(robot["default_pose"], n, "default_pose"),
+            default_pose=_per_joint(robot["default_pose"], n, "default_pose") if "default_pose" in robot else None,
             action_scale=float(robot["action_scale"]),
             kp=_per_joint(robot["kp"], n, "kp"),
             joint_damping=_per_joint(robot["kd_parts"]["joint_damping"], n, "kd_parts.joint_damping"),
@@ -110,7 +135,17 @@ class RobotContract:
             gait_hold_command_norm=float(gait.get("hold_while_command_norm_at_most", 0.0)),
             action_low=np.asarray(metadata["action_low"], dtype=np.float64) if "action_low" in metadata else None,
             action_high=np.asarray(metadata["action_high"], dtype=np.float64) if "action_high" in metadata else None,
+            action_rule=rule,
+            initial_target=_per_joint(robot["initial_target"], n, "initial_target") if "initial_target" in robot else None,
+            ctrl_low=None if ctrl_range is None else ctrl_range[:, 0].copy(),
+            ctrl_high=None if ctrl_range is None else ctrl_range[:, 1].copy(),
         )
+
+    @property
+    def resting_target(self) -> np.ndarray:
+        """The targets before the first action: the default pose, or the previous_target rule's
+        initial target."""
+        return self.initial_target if self.action_rule == "previous_target" else self.default_pose
 
 
 def configure_model(model: mujoco.MjModel, contract: RobotContract) -> None:
@@ -154,12 +189,18 @@ class Controller:
         self._phase_step = 0.0
         self._stepped = False
         self._acted_command = self.command
+        self.target = self._resting()
+
+    def _resting(self) -> np.ndarray:
+        rest = self.contract.resting_target
+        return np.zeros(len(self.contract.joint_names)) if rest is None else np.array(rest, dtype=np.float64)
 
     def reset(self, command: np.ndarray | None = None, gait_frequency_hz: float | None = None) -> None:
-        """A new episode: no previous action, the clock at its start."""
+        """A new episode: no previous action, the targets at rest, the clock at its start."""
         self.previous_action[:] = 0.0
         self._pending_action[:] = 0.0
         self._stepped = False
+        self.target = self._resting()
         if command is not None:
             self.command = np.asarray(command, dtype=np.float64).copy()
         self.phase = np.asarray(self.contract.gait_initial_rad, dtype=np.float64)
@@ -185,8 +226,10 @@ class Controller:
         return obs
 
     def act(self, action: np.ndarray, data: mujoco.MjData) -> np.ndarray:
-        """Write the PD targets of `action` into data.ctrl: default pose + action_scale * action
-        (MuJoCo clamps them to the actuators' ctrlrange); returns the targets."""
+        """Write the targets of `action` into data.ctrl and return them: default pose +
+        action_scale * action (MuJoCo clamps them to the actuators' ctrlrange), or under the
+        previous_target rule the last targets moved by action_scale * action, clipped to
+        robot.ctrl_range (they are the next action's starting point)."""
         action = np.asarray(action, dtype=np.float64).reshape(-1)
         c = self.contract
         if c.action_low is not None:
@@ -194,9 +237,12 @@ class Controller:
         self._pending_action = action.copy()
         self._acted_command = self.command.copy()  # the command of this control period
         self._stepped = True
-        targets = c.default_pose + c.action_scale * action
-        data.ctrl[: len(targets)] = targets
-        return targets
+        if c.action_rule == "previous_target":
+            self.target = np.clip(self.target + action * c.action_scale, c.ctrl_low, c.ctrl_high)
+        else:
+            self.target = c.default_pose + c.action_scale * action
+        data.ctrl[: len(self.target)] = self.target
+        return self.target.copy()
 
     def step_physics(self, data: mujoco.MjData) -> None:
         """One control period of physics."""
@@ -205,18 +251,45 @@ class Controller:
 
     # --- one element's reader ----------------------------------------------------------------
     def _reader(self, element: str):
-        parts = element.split(":")
-        quantity, key = parts[0], ":".join(parts[1:])
-        source = self.contract.sources.get(quantity)
-        if source is None:
-            raise UserError(f"the export's robot.observation_sources does not say where {quantity} (element {element}) is read")
+        found = source_of(element, self.contract.sources)
+        if found is None:
+            raise UserError(
+                f"the export's robot.observation_sources does not say where {element.split(':')[0]} (element {element}) is read"
+            )
+        quantity, key = found
+        return self._read(self.contract.sources[quantity], quantity, key, element)
+
+    def _read(self, source: dict[str, Any], quantity: str, key: str, element: str):
+        """The reader of `source` for the element `element` (`quantity`:`key`)."""
         model, c = self.model, self.contract
+        if "minus" in source:
+            plus = self._read({k: v for k, v in source.items() if k != "minus"}, quantity, key, element)
+            minus = self._read(source["minus"], quantity, key, element)
+            return lambda data: plus(data) - minus(data)
         if "sensor" in source:
             adr = int(model.sensor(source["sensor"]).adr[0]) + AXES[key]
             return lambda data: data.sensordata[adr]
         if "site_gravity" in source:
             site, k = int(model.site(source["site_gravity"]).id), AXES[key]
             return lambda data: -data.site_xmat[site, 6 + k]
+        for kind, find, field in (
+            ("site_pos", model.site, "site_xpos"),
+            ("site_xmat", model.site, "site_xmat"),
+            ("body_pos", model.body, "xpos"),
+            ("body_xmat", model.body, "xmat"),
+        ):
+            if kind in source:
+                row, k = int(_named(find, source[kind], kind)), AXES[key] if kind.endswith("pos") else _entry(key)
+                return lambda data: getattr(data, field)[row, k]
+        if "free_joint" in source:
+            body = _named(model.body, source["body"], "body")
+            which = source["free_joint"]
+            k = FREE_JOINT[which].index(key)
+            if which == "qvel":
+                dof = int(model.jnt_dofadr[model.body_jntadr[body]]) + k
+                return lambda data: data.qvel[dof]
+            adr = int(model.jnt_qposadr[model.body_jntadr[body]]) + k
+            return lambda data: data.qpos[adr]
         if "joint" in source:
             joint = _joint(model, key)
             if source["joint"] == "qvel":
@@ -229,6 +302,9 @@ class Controller:
         if what == "previous_action":
             i = c.joint_names.index(key)
             return lambda data: self.previous_action[i]
+        if what == "target":
+            i = c.joint_names.index(key)
+            return lambda data: self.target[i]
         if what == "command":
             i = c.command_names.index(element)
             return lambda data: self.command[i]
@@ -237,6 +313,18 @@ class Controller:
             trig = math.cos if what == "gait_phase_cos" else math.sin
             return lambda data: trig(self.phase[foot])
         raise UserError(f"robot.observation_sources.{quantity}: unknown source {source}")
+
+
+def _named(find, name: str, what: str) -> int:
+    try:
+        return int(find(name).id)
+    except KeyError:
+        raise UserError(f"the export names {what} {name}, which the model does not have") from None
+
+
+def _entry(key: str) -> int:
+    """A rotation matrix's entry "rc" (row, column) in its row-major 9 values."""
+    return 3 * int(key[0]) + int(key[1])
 
 
 @dataclass

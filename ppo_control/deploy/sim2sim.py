@@ -79,10 +79,17 @@ class ControllerLoop:
         self._queue: deque[np.ndarray] = deque()
         self.latency = int(latency)
 
+    def _command(self, i: int) -> np.ndarray | None:
+        """Sub-env i's joystick command, None for a task without one (a manipulator)."""
+        command = getattr(self.task, "command", None)
+        return None if command is None else np.asarray(command[i], dtype=np.float64).copy()
+
     def _observe(self) -> np.ndarray:
         rows = []
         for i, controller in enumerate(self.controllers):
-            controller.command = np.asarray(self.task.command[i], dtype=np.float64).copy()
+            command = self._command(i)
+            if command is not None:
+                controller.command = command
             rows.append(controller.observation(self.task.physics.data[i]))
         return np.stack(rows)
 
@@ -91,19 +98,18 @@ class ControllerLoop:
         phase_dt = getattr(self.task, "phase_dt", None)  # a humanoid's gait clock: its step per control period
         for i, controller in enumerate(self.controllers):
             frequency = None if phase_dt is None else float(phase_dt[i] / (2.0 * math.pi * self.task.control_period_s))
-            controller.reset(command=self.task.command[i], gait_frequency_hz=frequency)
-        hold = np.zeros((self.num_envs, self.task.action_dim))  # the default pose until the first action arrives
+            controller.reset(command=self._command(i), gait_frequency_hz=frequency)
+        hold = np.broadcast_to(self.contract.resting_target, (self.num_envs, self.task.action_dim))  # until the first action arrives
         self._queue = deque([hold] * self.latency)
         return self._observe()
 
     def step(self, actions: np.ndarray):
         """The policy's actions: PD targets by the contract, delivered `latency` periods later, in
-        the world's action units (its default pose and action scale) so that it writes exactly
-        those targets."""
+        the world's action units (its action rule: `actions_for_targets`) so that it writes those
+        targets."""
         targets = np.stack([c.act(a, data) for c, a, data in zip(self.controllers, actions, self.task.physics.data)])
-        world_actions = (targets - self.task.default_pose) / self.task.options["action_scale"]
-        self._queue.append(world_actions)
-        result = self.world.step(self._queue.popleft())
+        self._queue.append(targets)
+        result = self.world.step(self.task.actions_for_targets(self._queue.popleft()))
         return result, self._observe()
 
 
@@ -127,8 +133,10 @@ def perturb_world(world, contract, perturbation: Perturbation) -> None:
     model.geom_friction[:, 0] *= p.friction
     model.body_mass[:] *= p.mass_scale
     model.body_inertia[:] *= p.mass_scale
-    base = world.task.torso_body
     if p.added_mass:
+        base = getattr(world.task, "torso_body", None)
+        if base is None:
+            raise UserError(f"sim2sim: added_mass={p.added_mass}: {world.task.env_id}'s robot has no floating base to add it to; use 0")
         if model.body_mass[base] + p.added_mass <= 0:
             raise UserError(f"sim2sim: added_mass={p.added_mass} leaves the base with no mass (it weighs {model.body_mass[base]:.2f} kg)")
         model.body_inertia[base] *= (model.body_mass[base] + p.added_mass) / model.body_mass[base]
@@ -290,15 +298,30 @@ def verdict(result: dict[str, Any], evaluation: dict[str, Any], check: dict[str,
     return f"sim2sim DEPARTS from evaluate beyond the episodes' noise (|z| > {DEPARTURE_Z:g}): {figures}; look at {cause}"
 
 
+# The table's task measures beside return and falls, where the episodes report them: a joystick's
+# tracking errors, a manipulator's success (envs/success.py).
+MEASURES = (
+    ("tracking_error_lin", "planar error (m/s)", "{:.3f}"),
+    ("tracking_error_ang", "yaw error (rad/s)", "{:.3f}"),
+    ("success/at_target_at_end", "at target at the end", "{:.0%}"),
+    ("success/target_distance_at_end", "target distance at the end (m)", "{:.4f}"),
+    ("success/at_target", "steps at target", "{:.1%}"),
+)
+
+
 def table(result: dict[str, Any], evaluation: dict[str, Any] | None) -> str:
     """sim2sim's figures, beside the run's eval.json where there is one."""
-    keys = ("tracking_error_lin", "tracking_error_ang")
     rows = [("sim2sim (export, reference)", result)] + ([("evaluate (eval.json)", evaluation)] if evaluation else [])
-    lines = ["| | return | falls | planar error (m/s) | yaw error (rad/s) |", "|---|---:|---:|---:|---:|"]
+    reported = {key for _, r in rows for key in r.get("diagnostics", {})}
+    columns = [m for m in MEASURES if m[0] in reported] or list(MEASURES[:2])
+    lines = [
+        "| | return | falls | " + " | ".join(label for _, label, _ in columns) + " |",
+        "|---|---:|---:|" + "---:|" * len(columns),
+    ]
     for name, r in rows:
         d = r.get("diagnostics", {})
-        errors = " | ".join(f"{d[k]:.3f}" if k in d else "-" for k in keys)
-        lines.append(f"| {name} | {r['return_mean']:.2f} ± {r['return_std']:.2f} | {r['fall_rate']:.0%} | {errors} |")
+        figures = " | ".join(form.format(d[key]) if key in d else "-" for key, _, form in columns)
+        lines.append(f"| {name} | {r['return_mean']:.2f} ± {r['return_std']:.2f} | {r['fall_rate']:.0%} | {figures} |")
     return "\n".join(lines)
 
 

@@ -82,6 +82,7 @@ MJCF sets it. The other tasks have no kp/kd options: gains are the MJCF actuator
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -121,9 +122,14 @@ class RobotTask:
     gains_from: str = "model"
     # Keyframe whose ctrl is the first target ("previous_target" rule only).
     initial_target_keyframe: str = ""
-    # Where a controller reads each quantity of the policy's group (`state`) on the MuJoCo model
-    # (see `observation_sources`); quantities not here have no description yet.
-    sources: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Where a controller reads each quantity of the policy's group on the MuJoCo model (see
+    # `observation_sources`); quantities not here have no description yet.
+    sources: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def policy_elements(self) -> tuple[str, ...]:
+        """The policy's group: envpool's `state`, or `obs` where that single Box is the observation."""
+        return self.groups.get("state") or self.groups.get("obs", ())
 
 
 def _xyz(quantity: str) -> tuple[str, ...]:
@@ -327,7 +333,18 @@ _DEFAULT_RULE = "target = default_pose + action_scale * action (MuJoCo clamps th
 #   {"controller": what}      state the controller keeps: "previous_action" (the action sent
 #                             before the most recent one, zero after a reset), "command" (the
 #                             joystick), "gait_phase_cos" / "gait_phase_sin" (robot.gait_phase's
-#                             clock, read before the step's advance)
+#                             clock, read before the step's advance), "target" (per joint: the
+#                             target the controller sent last, robot.initial_target after a reset)
+#   {"site_pos": site}, {"body_pos": body}: element k (x, y, z) is site_xpos / xpos (world frame)
+#   {"site_xmat": site}, {"body_xmat": body}: element "rc" is entry (r, c) of site_xmat / xmat
+#   {"free_joint": "qpos" | "qvel", "body": body}: the body's free joint, element x y z qw qx qy qz
+#                             of its qpos or vx vy vz wx wy wz of its qvel
+# and may add
+#   "minus": a source         the element is this source's value minus that one's, same key
+#   "input": "perception"     not the robot's own sensing: an object a real cell locates with its
+#                             perception (on the MuJoCo model: read from its state as said)
+# Sources are keyed by quantity (`gyro`) or by a longer prefix of the element names (`qpos:box`),
+# and an element takes the longest that matches (`source_of`).
 # The C++ reads sensors and sites right after mj_step: a plain MuJoCo loop that reads them there
 # sees the same values (both belong to the start of the last substep).
 _CONTROLLER_STATE = {
@@ -337,6 +354,22 @@ _CONTROLLER_STATE = {
     "phase_sin": {"controller": "gait_phase_sin"},
 }
 _JOINT_SOURCES = {"joint_pos": {"joint": "qpos - default_pose"}, "joint_vel": {"joint": "qvel"}}
+_PERCEIVED = {"input": "perception"}
+# panda.h UpdateObs: the arm's joints are its encoders, the gripper site its forward kinematics; the
+# box and the target (the mocap body `mocap_target`) are what a real cell's perception supplies.
+_PANDA_SOURCES = {
+    "qpos": {"joint": "qpos"},
+    "qvel": {"joint": "qvel"},
+    "qpos:box": {"free_joint": "qpos", "body": "box", **_PERCEIVED},
+    "qvel:box": {"free_joint": "qvel", "body": "box", **_PERCEIVED},
+    "gripper_pos": {"site_pos": "gripper"},
+    "gripper_xmat": {"site_xmat": "gripper"},
+    "box_xmat": {"body_xmat": "box", **_PERCEIVED},
+    "box_minus_gripper": {"body_pos": "box", "minus": {"site_pos": "gripper"}, **_PERCEIVED},
+    "target_minus_box": {"body_pos": "mocap_target", "minus": {"body_pos": "box"}, **_PERCEIVED},
+    "target_minus_box_xmat": {"body_xmat": "mocap_target", "minus": {"body_xmat": "box"}, **_PERCEIVED},
+    "target_minus_qpos": {"controller": "target", "minus": {"joint": "qpos"}},
+}
 
 
 def _imu_sources(sensor_suffix: str, site: str) -> dict[str, dict[str, str]]:
@@ -435,6 +468,7 @@ _TASKS = (
         xml=f"{_SRC}/manipulation/franka_emika_panda/xmls/mjx_single_cube.xml",
         action_rule="previous_target",
         initial_target_keyframe="home",
+        sources=_PANDA_SOURCES,
     ),
     RobotTask(
         name="LeapCubeRotateZAxis",
@@ -565,6 +599,7 @@ def _timing_fields(task: RobotTask, config: dict[str, Any]) -> Fields:
         "env_id": task.env_id,
         "joint_names": list(task.joint_names),
         "action_target": task.action_target,
+        "action_rule": task.action_rule,
         "action_scale": float(config["action_scale"]),
         "control_period_s": ctrl_dt,
         "sim_period_s": sim_dt,
@@ -665,21 +700,43 @@ def _task_fields(task: RobotTask, config: dict[str, Any], model) -> Fields:
     return fields, sources
 
 
-def quantity(element: str) -> str:
-    """The quantity an element name reads (`gyro:x` -> `gyro`, `state:gyro:x` -> `gyro`)."""
-    return element.removeprefix("state:").split(":")[0]
+def source_of(element: str, sources: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(the key of `sources` that says where `element` is read, the rest of the element's name):
+    the longest prefix of its `:`-separated parts that has a source (`qpos:box:x` -> (`qpos:box`,
+    `x`) before `qpos`); None where none has."""
+    parts = element.split(":")
+    for n in range(len(parts) - 1, 0, -1):
+        key = ":".join(parts[:n])
+        if key in sources:
+            return key, ":".join(parts[n:])
+    return None
 
 
-def observation_sources(task: RobotTask, model) -> dict[str, dict[str, str]]:
-    """The source of every quantity of the policy's group (`state`), checked against `model`; {} when
-    a quantity of that group has no description (the controller loop cannot build it)."""
-    needed = dict.fromkeys(quantity(name) for name in task.groups.get("state", ()))
-    if not needed or any(q not in task.sources for q in needed):
+def observation_sources(task: RobotTask, model) -> dict[str, dict[str, Any]]:
+    """The source of every element of the policy's group, checked against `model`; {} when an
+    element of that group has no description (the controller loop cannot build it)."""
+    found = [source_of(name, task.sources) for name in task.policy_elements]
+    if not found or None in found:
         return {}
-    for q in needed:
-        source = task.sources[q]
-        if "sensor" in source and model.sensor(source["sensor"]).dim[0] != 3:
-            raise ValueError(f"{task.name}: sensor {source['sensor']} is not 3-dimensional")
-        if "site_gravity" in source:
-            model.site(source["site_gravity"])  # raises KeyError on a wrong name
-    return {q: dict(task.sources[q]) for q in needed}
+    used = dict.fromkeys(key for key, _ in found)
+    for key in used:
+        _check_source(task, model, task.sources[key])
+    return {key: copy.deepcopy(task.sources[key]) for key in used}
+
+
+def _check_source(task: RobotTask, model, source: Mapping[str, Any]) -> None:
+    """Raises where `source` names what `model` does not have (KeyError on a wrong name)."""
+    if "sensor" in source and model.sensor(source["sensor"]).dim[0] != 3:
+        raise ValueError(f"{task.name}: sensor {source['sensor']} is not 3-dimensional")
+    for kind, find in (("site_gravity", model.site), ("site_pos", model.site), ("site_xmat", model.site)):
+        if kind in source:
+            find(source[kind])
+    for kind in ("body_pos", "body_xmat"):
+        if kind in source:
+            model.body(source[kind])
+    if "free_joint" in source:
+        body = model.body(source["body"])
+        if body.jntnum[0] != 1 or model.jnt_type[body.jntadr[0]] != mujoco.mjtJoint.mjJNT_FREE:
+            raise ValueError(f"{task.name}: body {source['body']} has no free joint of its own")
+    if "minus" in source:
+        _check_source(task, model, source["minus"])

@@ -4,6 +4,7 @@ import pytest
 
 from ppo_control.config import compose
 from ppo_control.deploy.contract import controller_contract
+from ppo_control.robots.playground import source_of
 
 
 @pytest.mark.parametrize(
@@ -47,3 +48,30 @@ def test_names_follow_the_tasks_env_kwargs():
     cfg = compose(["task=Hopper", "env.kwargs={exclude_current_positions_from_observation: false}"])
     names = controller_contract(cfg.env)["observation"]["groups"][0]["element_names"]
     assert names[:2] == ["qpos:rootx", "qpos:rootz"] and len(names) == 12
+
+
+def test_pandas_contract_holds_its_incremental_targets_and_where_every_element_is_read():
+    """PandaPickCube's actions move the previous targets: the export says so in words a controller
+    reads (robot.action_rule, the first targets, the range they are clipped to), and names a source
+    for every element of its observation: the arm's joints, the gripper site, the box and the target
+    as what a real cell perceives, and the controller's own targets."""
+    contract = controller_contract(compose(["task=PandaPickCube"]).env)
+    robot = contract["robot"]
+    assert robot["action_rule"] == "previous_target" and "default_pose" not in robot
+    assert robot["action_scale"] == 0.04 and len(robot["initial_target"]) == len(robot["ctrl_range"]) == 8
+    assert robot["joint_names"] == contract["action_names"] == [f"joint{i}" for i in range(1, 8)] + ["finger_joint1"]
+    assert contract["control_period_s"] == robot["sim_substeps"] * robot["sim_period_s"] == pytest.approx(0.02)
+    (group,) = contract["observation"]["groups"]
+    sources = robot["observation_sources"]
+    assert group["size"] == 66 and all(source_of(name, sources) is not None for name in group["element_names"])
+    assert source_of("qpos:box:qw", sources) == ("qpos:box", "qw") and source_of("qpos:joint1", sources) == ("qpos", "joint1")
+    perceived = {key for key, source in sources.items() if source.get("input") == "perception"}
+    assert perceived == {"qpos:box", "qvel:box", "box_xmat", "box_minus_gripper", "target_minus_box", "target_minus_box_xmat"}
+    assert sources["gripper_pos"] == {"site_pos": "gripper"}
+    assert sources["target_minus_qpos"] == {"controller": "target", "minus": {"joint": "qpos"}}
+
+
+def test_the_legged_robots_keep_the_default_pose_rule():
+    robot = controller_contract(compose(["task=Go1JoystickFlatTerrain"]).env)["robot"]
+    assert robot["action_rule"] == "default_pose" and len(robot["default_pose"]) == 12
+    assert all(":" not in key for key in robot["observation_sources"])  # keyed by quantity, as exports before the rule field

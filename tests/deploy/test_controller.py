@@ -18,7 +18,7 @@ from ppo_control.robots import playground
 def metadata(task_name: str) -> dict:
     """The parts of an export's metadata.json the controller reads, as the exporter writes them."""
     task = playground.robot_task(task_name)
-    state = list(task.groups["state"])
+    state = list(task.policy_elements)
     return {
         "obs_dim": len(state),
         "action_low": [-1.0] * len(task.joint_names),
@@ -112,3 +112,61 @@ def test_a_swapped_joint_order_is_caught_against_the_model():
 def test_tasks_whose_observation_has_no_description_export_no_sources():
     assert "observation_sources" in metadata("G1JoystickFlatTerrain")["robot"]
     assert "observation_sources" not in metadata("SpotFlatTerrainJoystick")["robot"]  # foot_pos, qpos_error_hist: not described yet
+
+
+def panda(meta: dict | None = None):
+    """The Panda's model with the contract's gains and timing, at its home keyframe (its first targets)."""
+    contract = RobotContract.from_metadata(meta or metadata("PandaPickCube"))
+    model = copy.deepcopy(playground.load_model(playground.robot_task("PandaPickCube")))
+    configure_model(model, contract)
+    data = mujoco.MjData(model)
+    mujoco.mj_resetDataKeyframe(model, data, model.key("home").id)
+    mujoco.mj_forward(model, data)
+    return contract, model, data
+
+
+def test_pandas_actions_move_its_last_targets_within_the_ctrl_range():
+    contract, model, data = panda()
+    home = model.key("home").ctrl.copy()
+    assert contract.action_rule == "previous_target" and contract.default_pose is None
+    np.testing.assert_array_equal(contract.initial_target, home)
+    controller = Controller(model, contract)
+    controller.reset()
+    obs = dict(zip(contract.elements, controller.observation(data)))
+    finger = model.joint("finger_joint1").qposadr[0]
+    assert obs["target_minus_qpos:finger_joint1"] == pytest.approx(home[7] - data.qpos[finger])
+    action = np.array([1.0, -1.0, 0.5, 0.0, 0.0, 0.0, 0.0, -1.0])
+    first = controller.act(action, data)
+    np.testing.assert_allclose(first, home + 0.04 * action)  # from the home targets, not from a pose
+    second = controller.act(np.array([3.0, 0, 0, 0, 0, 0, 0, -1.0]), data)  # the action bounds first, then the ctrl range
+    assert second[0] == pytest.approx(home[0] + 0.08) and second[7] == 0.0 == contract.ctrl_low[7]
+    np.testing.assert_array_equal(data.ctrl, second)
+    controller.step_physics(data)
+    obs = dict(zip(contract.elements, controller.observation(data)))
+    assert obs["target_minus_qpos:joint1"] == np.float32(second[0] - data.qpos[model.joint("joint1").qposadr[0]])
+    controller.reset()
+    np.testing.assert_array_equal(controller.target, home)
+
+
+def test_the_pandas_contract_gives_its_model_the_gains_it_has():
+    _, model, _ = panda()
+    original = playground.load_model(playground.robot_task("PandaPickCube"))
+    np.testing.assert_array_equal(model.actuator_gainprm, original.actuator_gainprm)
+    np.testing.assert_array_equal(model.actuator_biasprm, original.actuator_biasprm)
+    np.testing.assert_array_equal(model.dof_damping, original.dof_damping)
+
+
+def test_an_action_rule_the_controller_cannot_drive_or_its_missing_fields_are_refused_by_name():
+    meta = metadata("PandaPickCube")
+    del meta["robot"]["initial_target"]
+    with pytest.raises(UserError, match=r"lacks robot.initial_target: a controller"):
+        RobotContract.from_metadata(meta)
+    meta = metadata("PandaPickCube")
+    meta["robot"]["action_rule"] = "current_qpos"
+    with pytest.raises(
+        UserError, match="robot.action_rule is current_qpos: a controller here drives the rules default_pose, previous_target"
+    ):
+        RobotContract.from_metadata(meta)
+    meta = metadata("Go1JoystickFlatTerrain")
+    del meta["robot"]["action_rule"]  # an export written before the field: the legged robots' rule
+    assert RobotContract.from_metadata(meta).action_rule == "default_pose"

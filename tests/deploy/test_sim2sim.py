@@ -1,6 +1,6 @@
-"""sim2sim: an exported file drives the Go1 MuJoCo reference through its metadata alone
+"""sim2sim: an exported file drives the Go1 and Panda MuJoCo references through its metadata alone
 (ppo_control/sim2sim.py). The exports here are small scripted policies with the metadata the
-exporter writes for Go1 (no training): what is checked is the loop, not the policy."""
+exporter writes for the robot (no training): what is checked is the loop, not the policy."""
 
 from __future__ import annotations
 
@@ -25,16 +25,17 @@ from tests.deploy.test_controller import metadata as controller_metadata
 from tests.helpers import ROOT
 
 ENV_ID = "Go1JoystickFlatTerrain-v1"
+PANDA = "PandaPickCube-v1"
 
 
 class Walker(torch.nn.Module):
     """A fixed small policy: a linear map of the observation, squashed into the action bounds."""
 
-    def __init__(self, seed: int = 0, obs_dim: int = 48):
+    def __init__(self, seed: int = 0, obs_dim: int = 48, action_dim: int = 12, gain: float = 0.05):
         super().__init__()
         generator = torch.Generator().manual_seed(seed)
-        self.weight = torch.nn.Parameter(torch.randn(12, obs_dim, generator=generator) * 0.05)
-        self.obs_dim, self.action_dim = obs_dim, 12  # what the exporter's module carries besides its metadata
+        self.weight = torch.nn.Parameter(torch.randn(action_dim, obs_dim, generator=generator) * gain)
+        self.obs_dim, self.action_dim = obs_dim, action_dim  # what the exporter's module carries besides its metadata
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return torch.tanh(obs @ self.weight.T)
@@ -46,8 +47,8 @@ def go1_metadata() -> dict:
     return meta
 
 
-def write_export(path: Path, meta: dict, seed: int = 0) -> Path:
-    walker = Walker(seed, int(meta.get("obs_dim", 48)))
+def write_export(path: Path, meta: dict, seed: int = 0, gain: float = 0.05) -> Path:
+    walker = Walker(seed, int(meta.get("obs_dim", 48)), int(meta.get("action_dim", 12)), gain)
     torch.jit.save(torch.jit.script(walker), str(path), _extra_files={"metadata.json": json.dumps(meta)})
     return path
 
@@ -57,10 +58,11 @@ def export(tmp_path) -> Path:
     return write_export(tmp_path / "policy.pt", go1_metadata())
 
 
-def loop_on(path: Path, episodes: int = 2, max_steps: int = 40, noise_level: float = 0.0, **perturbation) -> tuple:
+def loop_on(path: Path, episodes: int = 2, max_steps: int = 40, noise_level: float = 0.0, env_id: str = ENV_ID, **perturbation) -> tuple:
     policy = load_policy(path)
     contract = RobotContract.from_metadata(policy.metadata)
-    world = make_reference_vec_env(ENV_ID, episodes, {"noise_level": noise_level}, max_episode_steps=max_steps)
+    kwargs = {} if env_id == PANDA else {"noise_level": noise_level}  # the Panda's observation has no noise
+    world = make_reference_vec_env(env_id, episodes, kwargs, max_episode_steps=max_steps)
     perturb_world(world, contract, Perturbation(**perturbation))
     return policy, world, ControllerLoop(world, contract, perturbation.get("latency", 0))
 
@@ -244,3 +246,65 @@ def test_the_command_says_when_it_departs_from_evaluate_and_can_gate_on_it(tmp_p
     (run / "eval.json").unlink()
     refused = subprocess.run([*command, "fail_on_departure=true"], capture_output=True, text=True)
     assert refused.returncode == 2 and refused.stderr.startswith("error: fail_on_departure=true compares with the run's eval.json")
+
+
+def panda_metadata() -> dict:
+    meta = controller_metadata("PandaPickCube")
+    meta.update(task="PandaPickCube", env_id=PANDA, action_dim=8, history=1, max_episode_steps=12)
+    return meta
+
+
+@pytest.fixture
+def panda_export(tmp_path) -> Path:
+    # a gain that saturates the actions: targets reach the ends of their ctrl range within the episode
+    return write_export(tmp_path / "panda.pt", panda_metadata(), seed=1, gain=0.5)
+
+
+def test_the_pandas_controllers_see_and_do_what_the_reference_does_from_the_same_state(panda_export):
+    """Two Panda worlds from the same seed: one driven through the export's contract (the controllers
+    build the observation from the model and move their own targets), one stepping the policy on its
+    own observation. Step by step, the observations, the targets the world holds and the rewards are
+    the same, to the bit."""
+    policy, world, loop = loop_on(panda_export, episodes=2, max_steps=12, env_id=PANDA)
+    plain = make_reference_vec_env(PANDA, 2, {}, max_episode_steps=12)
+    try:
+        obs, own = loop.reset(5), plain.reset(5)
+        np.testing.assert_array_equal(obs, own)
+        clipped_somewhere = False
+        for _ in range(10):
+            result, obs = loop.step(policy(obs))
+            reference = plain.step(policy(own))
+            own = reference.obs
+            np.testing.assert_array_equal(obs, own)
+            np.testing.assert_array_equal(world.task.physics.gather("ctrl"), plain.task.physics.gather("ctrl"))
+            np.testing.assert_array_equal(result.reward, reference.reward)
+            ctrl = world.task.physics.gather("ctrl")
+            clipped_somewhere |= bool(np.any((ctrl == world.task.lowers) | (ctrl == world.task.uppers)))
+        assert clipped_somewhere
+    finally:
+        world.close()
+        plain.close()
+
+
+def test_the_pandas_late_targets_start_from_its_first_ones(panda_export):
+    policy, world, loop = loop_on(panda_export, episodes=1, max_steps=12, env_id=PANDA, latency=1)
+    try:
+        obs = loop.reset(0)
+        sent = []
+        for _ in range(3):
+            _, obs = loop.step(policy(obs))
+            sent.append(loop.controllers[0].target.copy())
+            held = world.task.physics.data[0].ctrl
+            np.testing.assert_array_equal(held, world.task.init_ctrl if len(sent) == 1 else sent[-2])
+    finally:
+        world.close()
+
+
+def test_sim2sim_runs_a_panda_export_and_reports_its_success(tmp_path, panda_export):
+    result = sim2sim(export=str(panda_export), episodes=2, seed=0, out=str(tmp_path / "panda.json"))
+    assert result["lengths"] == [12, 12] and "success/at_target_at_end" in result["diagnostics"]
+    from ppo_control.deploy.sim2sim import table
+
+    assert "target distance at the end (m)" in table(result, None).splitlines()[0]
+    with pytest.raises(UserError, match="PandaPickCube-v1's robot has no floating base"):
+        sim2sim(export=str(panda_export), episodes=1, added_mass=1.0)

@@ -192,6 +192,14 @@ class PandaPickCube(PlaygroundPort):
         nan = np.isnan(r["qpos"]).any(axis=1) | np.isnan(r["qvel"]).any(axis=1)
         return TaskStep(obs, reward, out_of_bounds | nan, terms)
 
+    def actions_for_targets(self, targets: np.ndarray) -> np.ndarray:
+        """Actions move the targets the physics holds: hold `targets` there and move them by nothing,
+        so that the step writes them exactly (a difference divided by the action scale would not
+        round back to them)."""
+        for data, row in zip(self.physics.data, targets):
+            data.ctrl[:] = row
+        return np.zeros_like(targets)
+
     def _reward_terms(self, r: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """panda.h ComputePickReward's terms, unweighted (envpool's info), in REWARD_TERMS' order;
         updates reached_box first, as the C++ does."""

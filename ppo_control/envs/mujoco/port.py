@@ -115,6 +115,12 @@ class PlaygroundPort:
         task = playground.robot_task(self.env_id)
         return self.load_model(physics_assets.base_path(task, self._base_path or asset_base_path(self.env_id, self.ROBOT)))
 
+    def actions_for_targets(self, targets: np.ndarray) -> np.ndarray:
+        """The actions whose next step makes `targets` (a row per sub-env) the actuators' targets:
+        how sim2sim delivers a controller's targets through the task's own step. Here the default
+        pose's rule, target = default_pose + action_scale * action."""
+        return (targets - self.default_pose) / self.options["action_scale"]
+
     @staticmethod
     def sensor_adr(model, name: str) -> int:
         """The address of sensor `name`'s first value in sensordata."""
