@@ -151,7 +151,7 @@ def test_exports_that_break_the_contract_are_refused_by_name(tmp_path):
         "missing_pose": (lambda meta: meta["robot"].pop("default_pose"), "robot.default_pose"),
         "swapped": (swap, "drives joint FR_hip_joint, the export's robot.joint_names[0] is FL_hip_joint"),
         "period": (lambda meta: meta["robot"].update(control_period_s=0.04), "control_period_s (0.04 s) is not robot.sim_substeps"),
-        "no_reference": (lambda meta: meta.update(env_id="SpotFlatTerrainJoystick-v1"), "has no MuJoCo reference; robots with one: Go1"),
+        "no_reference": (lambda meta: meta.update(env_id="G1JoystickFlatTerrain-v1"), "has no MuJoCo reference; robots with one: Go1"),
     }
     for name, (edit, message) in cases.items():
         with pytest.raises(UserError, match=re.escape(message)):

@@ -197,17 +197,17 @@ def test_env_kwargs_reach_envpool_and_show_in_the_contract():
             "error: randomize.friction: envpool cannot change task Go1JoystickFlatTerrain-v1's robot; train on its MuJoCo reference",
         ),
         pytest.param(  # slow: the check above, on a robot without a MuJoCo reference
-            ["task=SpotFlatTerrainJoystick", "randomize.friction=[0.5,1.5]"],
-            "error: randomize.friction: envpool cannot change task SpotFlatTerrainJoystick-v1's robot; remove randomize.*",
+            ["task=G1JoystickFlatTerrain", "randomize.friction=[0.5,1.5]"],
+            "error: randomize.friction: envpool cannot change task G1JoystickFlatTerrain-v1's robot; remove randomize.*",
             marks=pytest.mark.slow,
         ),
         (
-            ["task=SpotFlatTerrainJoystick", "eval.video=true"],  # Go1 renders on its MuJoCo reference; Spot has none
-            "error: eval.video=true: task SpotFlatTerrainJoystick-v1 runs on envpool, whose robot tasks cannot render",
+            ["task=G1JoystickFlatTerrain", "eval.video=true"],  # Go1 renders on its MuJoCo reference; G1 has none
+            "error: eval.video=true: task G1JoystickFlatTerrain-v1 runs on envpool, whose robot tasks cannot render",
         ),
         (
-            ["env.backend=mujoco", "task=SpotFlatTerrainJoystick"],
-            "error: env.backend=mujoco: task SpotFlatTerrainJoystick-v1 has no MuJoCo",
+            ["env.backend=mujoco", "task=G1JoystickFlatTerrain"],
+            "error: env.backend=mujoco: task G1JoystickFlatTerrain-v1 has no MuJoCo",
         ),
         pytest.param(  # slow: envs/test_observation_groups.py refuses unknown groups in the fast tier
             ["policy.critic_obs=[policy,privileged_state]"],

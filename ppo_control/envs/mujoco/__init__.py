@@ -3,8 +3,11 @@ bindings, which can render them and change their models per sub-env (envpool can
 
 `batch` holds what every reference task shares (batched stepping, the VecEnv around a task), `port`
 what every port of a Playground C++ task builds alike (model, options, layout, saved state); one
-module per robot holds its task logic (`go1`: Go1's joystick on flat and rough terrain; `t1`: the
-Booster T1 humanoid's joystick on flat terrain; `panda`: the Franka Panda arm's PandaPickCube).
+module per robot holds its task logic (`go1`: Go1's joystick on flat and rough terrain; `spot`:
+Spot's joystick on flat terrain; `t1`: the Booster T1 humanoid's joystick on flat terrain; `panda`:
+the Franka Panda arm's PandaPickCube), `quadruped` what Go1's and Spot's share (the feet's state,
+the reference's own options and the gait_clock variant) and `arith` the C++'s order of sums and its
+C library functions, for references that are bitwise envpool's.
 `make_reference_vec_env` builds the VecEnv of a task that has a reference; `has_reference` says
 which do.
 """
@@ -17,9 +20,10 @@ from ppo_control.config.errors import UserError
 from ppo_control.envs.mujoco.batch import EnvpoolRandom, PhysicsBatch, ReferenceTask, ReferenceVecEnv, TaskStep
 from ppo_control.envs.mujoco.go1 import Go1Joystick
 from ppo_control.envs.mujoco.panda import PandaPickCube
+from ppo_control.envs.mujoco.spot import SpotJoystick
 from ppo_control.envs.mujoco.t1 import T1Joystick
 
-_TASK_CLASSES = (Go1Joystick, T1Joystick, PandaPickCube)
+_TASK_CLASSES = (Go1Joystick, SpotJoystick, T1Joystick, PandaPickCube)
 _ALL = tuple(env_id for task in _TASK_CLASSES for env_id in task.ENV_IDS)
 REFERENCE_TASKS = tuple(env_id.removesuffix("-v1") for env_id in _ALL)
 # env.kwargs a reference takes beyond its envpool spec's (each task class's REFERENCE_OPTIONS).

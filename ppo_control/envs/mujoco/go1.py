@@ -27,15 +27,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 
 import mujoco
 import numpy as np
 
 from ppo_control.envs.mujoco.batch import TaskStep
-from ppo_control.envs.mujoco.gait import GaitClock
-from ppo_control.envs.mujoco.port import PlaygroundPort, round_half_away
+from ppo_control.envs.mujoco.port import round_half_away
+from ppo_control.envs.mujoco.quadruped import QuadrupedJoystick
 
 ENV_IDS = ("Go1JoystickFlatTerrain-v1", "Go1JoystickRoughTerrain-v1")
 
@@ -112,66 +111,17 @@ ZERO_COMMAND_NORM = 0.01
 AIR_TIME_THRESHOLD_S = 0.1
 
 
-# The gait_clock variant: a trot (FR with RL, FL with RR, half a cycle apart); its observation adds
-# cos and sin of each foot's phase.
-TROT_RAD = {"FR": 0.0, "FL": math.pi, "RR": math.pi, "RL": 0.0}
-CLOCK_SIZE = 2 * len(FEET)
-
-
-def trot_clock(options: dict[str, Any], num_envs: int, control_period_s: float) -> GaitClock:
-    trot = tuple(TROT_RAD[foot] for foot in FEET)
-    return GaitClock(num_envs, trot, options["gait_frequency_hz"], control_period_s, options["gait_hold_on_zero_command"])
-
-
-def describe_variant(options: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
-    """The task's description (envpool_backend.describe's facts) for the reference's own options:
-    with gait_clock, each group ends with the clock's elements, and the export's robot section
-    holds the clock a controller keeps."""
-    if not options.get("gait_clock"):
-        return facts
-    clock = trot_clock(Go1Joystick.resolve_options(ENV_IDS[0], options), 1, facts["control_period_s"])
-    elements = [f"phase_cos:{foot}" for foot in FEET] + [f"phase_sin:{foot}" for foot in FEET]
-    names = {group: elements_of + elements for group, elements_of in facts["element_names"].items()}
-    robot = dict(facts["robot"])
-    robot["gait_phase"] = clock.contract()
-    robot["observation_sources"] = {
-        **robot["observation_sources"],
-        "phase_cos": {"controller": "gait_phase_cos"},
-        "phase_sin": {"controller": "gait_phase_sin"},
-    }
-    robot["sources"] = {**robot["sources"], "gait_phase": "the reference's gait_clock variant (envs/mujoco/gait.py)"}
-    return {**facts, "element_names": names, "group_sizes": {g: len(e) for g, e in names.items()}, "robot": robot}
-
-
-class Go1Joystick(PlaygroundPort):
+class Go1Joystick(QuadrupedJoystick):
     """The task on a PhysicsBatch of `num_envs` sub-envs (the ReferenceTask protocol of batch.py).
 
     Per-sub-env task state lives in [num_envs, ...] arrays: the command and its countdown, the last
     action, the feet's air time, swing peak and last contact.
     """
 
-    ENV_IDS, DEFAULTS, NU, ROBOT = ENV_IDS, DEFAULTS, NU, "Go1"
-    # keep_command_through_falls: a fall ends the episode but not its command, which the next episode
-    # carries on with a new countdown, as Playground's training does (Brax's auto-reset restores the
-    # physics and keeps the task's info). Off, a fall draws a new command (envpool's port): the
-    # commands a policy falls under are cut short and become rare in its batches.
-    # forward_commands_only: every command's vx is made non-negative (|vx|, from the same draws): a
-    # research knob, to see whether a policy finds a forward gait when nothing else competes.
-    # gait_clock: the named variant with a trot clock (gait.py): each group ends with every foot's
-    # phase (diagonal feet together, at gait_frequency_hz), and the reward gains the
-    # feet_phase term (times feet_phase_scale) for feet whose swing height follows it;
-    # gait_hold_on_zero_command: every foot held at pi (stand) under a zero command, else the clock
-    # runs on (a robot moving when its command drops to zero can still step to stop).
-    REFERENCE_OPTIONS = {
-        "keep_command_through_falls": False,
-        "forward_commands_only": False,
-        "gait_clock": False,
-        "gait_frequency_hz": 2.5,
-        "feet_phase_scale": 1.0,
-        "gait_hold_on_zero_command": True,
-    }
+    ENV_IDS, DEFAULTS, NU, ROBOT, FEET, TORSO = ENV_IDS, DEFAULTS, NU, "Go1", FEET, "trunk"
+    # The gait_clock variant's trot: FR with RL, FL with RR, half a cycle apart.
+    TROT_RAD = {"FR": 0.0, "FL": math.pi, "RR": math.pi, "RL": 0.0}
     STATE = ("command", "steps_until_next_cmd", "last_act", "feet_air_time", "swing_peak", "last_contact")
-    describe_variant = staticmethod(describe_variant)
 
     def __init__(
         self, env_id: str, num_envs: int, kwargs: dict[str, Any] | None = None, num_threads: int | None = None, base_path: str | None = None
@@ -181,14 +131,6 @@ class Go1Joystick(PlaygroundPort):
         factor = options["soft_joint_pos_limit_factor"]
         self.soft_lowers = model.jnt_range[1 : 1 + NU, 0] * factor
         self.soft_uppers = model.jnt_range[1 : 1 + NU, 1] * factor
-
-        sensor = partial(self.sensor_adr, model)
-        self.imu_site = model.site("imu").id
-        self.torso_body = model.body("trunk").id
-        self.adr = {name: sensor(name) for name in ("gyro", "local_linvel", "accelerometer", "upvector", "global_linvel", "global_angvel")}
-        self.feet_sites = np.array([model.site(foot).id for foot in FEET])
-        self.feet_floor = np.array([sensor(f"{foot}_floor_found") for foot in FEET])
-        self.feet_linvel = np.array([[sensor(f"{foot}_global_linvel") + axis for axis in range(3)] for foot in FEET])
         self.command_bounds = np.array([options[f"command_a{i}"] for i in range(3)])
         self.command_keep = np.array([options[f"command_b{i}"] for i in range(3)])
         self.noise_level = options["noise_level"]
@@ -202,30 +144,7 @@ class Go1Joystick(PlaygroundPort):
                 np.full(NU, options["noise_joint_vel"]),
             ]
         )
-
-        n = num_envs
-        self.command = np.zeros((n, 3))
-        self.steps_until_next_cmd = np.zeros(n, dtype=np.int64)
-        self.last_act = np.zeros((n, NU))
-        self.feet_air_time = np.zeros((n, len(FEET)))
-        self.swing_peak = np.zeros((n, len(FEET)))
-        self.last_contact = np.zeros((n, len(FEET)), dtype=bool)
-        self.kept_command: dict[int, np.ndarray] = {}  # sub-env -> the command its fall left, for its next episode
-        self.clock = trot_clock(options, n, self.control_period_s) if options["gait_clock"] else None
-        if self.clock is not None:
-            self.STATE = (*self.STATE, "phase")
-            self.groups = tuple((group, size + CLOCK_SIZE) for group, size in self.groups)
-            self.foot_radius = model.site_size[self.feet_sites, 0]
-
-    @property
-    def phase(self) -> np.ndarray:
-        """The gait clock's phases [num_envs, feet] (the gait_clock variant only)."""
-        return self.clock.phase
-
-    @property
-    def phase_dt(self) -> np.ndarray | None:
-        """The clock's advance per control step per sub-env; None without a clock."""
-        return None if self.clock is None else self.clock.phase_dt
+        self.steps_until_next_cmd = np.zeros(num_envs, dtype=np.int64)
 
     def configure_model(self, model) -> None:
         """go1.h's constructor: sim_dt, ccd_iterations, the spec's kd in every joint's damping and its
@@ -255,11 +174,10 @@ class Go1Joystick(PlaygroundPort):
             data.qpos[3:7] = quat
             data.qvel[:6] = rng.uniform(-RESET_XY_VEL, RESET_XY_VEL, 6)
             self.steps_until_next_cmd[i] = self._countdown(rng)
-            self.command[i] = self._forward_only((rng.random(3) * 2.0 - 1.0) * self.command_bounds)  # drawn always: envpool's stream
-            if i in self.kept_command:
-                self.command[i] = self.kept_command.pop(i)
+            self.command[i] = self.forward_only((rng.random(3) * 2.0 - 1.0) * self.command_bounds)  # drawn always: envpool's stream
+            self.take_kept_command(i)
         self.physics.forward(ids)
-        self._clear(ids)
+        self.clear(ids)
         return self._observe(ids, self._read(ids), rngs)
 
     def place(self, i: int, qpos: np.ndarray, qvel: np.ndarray, command: np.ndarray, steps_until_next_cmd: int, rng) -> np.ndarray:
@@ -270,14 +188,8 @@ class Go1Joystick(PlaygroundPort):
         self.command[i], self.steps_until_next_cmd[i] = command, steps_until_next_cmd
         ids = np.array([i])
         self.physics.forward(ids)
-        self._clear(ids)
+        self.clear(ids)
         return self._observe(ids, self._read(ids), {i: rng})[0]
-
-    def _clear(self, ids: np.ndarray) -> None:
-        for array in (self.last_act, self.feet_air_time, self.swing_peak, self.last_contact):
-            array[ids] = 0
-        if self.clock is not None:
-            self.clock.reset(ids)
 
     def _countdown(self, rng: np.random.Generator) -> int:
         return int(round_half_away(rng.exponential(1.0) * COMMAND_MEAN_S / self.control_period_s))
@@ -290,12 +202,7 @@ class Go1Joystick(PlaygroundPort):
             z = 1.0 if rng.random() < self.command_keep[axis] else 0.0
             w = 1.0 if rng.random() < 0.5 else 0.0
             self.command[i, axis] -= w * (self.command[i, axis] - y * z)
-        self.command[i] = self._forward_only(self.command[i])
-
-    def _forward_only(self, command: np.ndarray) -> np.ndarray:
-        if self.options["forward_commands_only"]:
-            command[0] = abs(command[0])
-        return command
+        self.command[i] = self.forward_only(self.command[i])
 
     # --- the control step ----------------------------------------------------------------------
     def step(self, actions: np.ndarray, rngs: Sequence[np.random.Generator]) -> TaskStep:
@@ -303,55 +210,31 @@ class Go1Joystick(PlaygroundPort):
         dt = self.control_period_s
         self.physics.step(self.default_pose + actions * self.options["action_scale"], self.substeps)
         r = self._read(None)
-        contact = r["sensordata"][:, self.feet_floor] > 0.0
-        first_contact = (self.feet_air_time > 0.0) & (contact | self.last_contact)
-        self.feet_air_time += dt
-        self.swing_peak = np.maximum(self.swing_peak, r["feet_z"])
+        contact = self.contact(r["sensordata"])
+        first_contact = self.touch_down(contact, r["feet_z"])
         terminated = r["sensordata"][:, self.adr["upvector"] + 2] < 0.0
 
         terms = reward_terms(self, r, actions, first_contact, contact, terminated)
         total = np.zeros(self.num_envs)
         for name in REWARD_TERMS:
             total = total + terms[name]
-        reward = np.clip(total * dt, 0.0, 10000.0).astype(np.float32)
-        diagnostics = {}
-        if self.clock is not None:  # the variant trains on more; the task's own reward is what compares with Playground
-            diagnostics["task_reward"] = reward.astype(np.float64)
-            reward = np.clip((total + terms["feet_phase"]) * dt, 0.0, 10000.0).astype(np.float32)
+        reward, diagnostics = self.clocked_reward(total, terms, np.clip(total * dt, 0.0, 10000.0).astype(np.float32))
 
         acted_command = self.command.copy()
         self.steps_until_next_cmd -= 1
         for i in np.flatnonzero((self.steps_until_next_cmd <= 0) | terminated):
-            before = self.command[i].copy()
             self._sample_command(i, rngs[i])
             self.steps_until_next_cmd[i] = self._countdown(rngs[i])
-            if terminated[i] and self.options["keep_command_through_falls"]:
-                self.command[i] = self.kept_command[i] = before
+        self.keep_fallen_commands(terminated, acted_command)
         obs = self._observe(np.arange(self.num_envs), r, rngs)
 
         if self.clock is not None:  # the observation holds the phase before this step's advance
             self.clock.step(acted_command)
         self.last_act[:] = actions
-        self.feet_air_time[contact] = 0.0
-        self.swing_peak[contact] = 0.0
-        self.last_contact[:] = contact
+        self.lift_off(contact)
         return TaskStep(obs, reward, terminated, terms, diagnostics)
 
     # --- observations --------------------------------------------------------------------------
-    def _read(self, ids: np.ndarray | None) -> dict[str, np.ndarray]:
-        """What the task reads of the physics of sub-envs `ids` (all when None), as they stand."""
-        g = self.physics.gather
-        site_xpos = g("site_xpos", ids)
-        return {
-            "sensordata": g("sensordata", ids),
-            "qpos": g("qpos", ids),
-            "qvel": g("qvel", ids),
-            "actuator_force": g("actuator_force", ids),
-            "imu_xmat": g("site_xmat", ids)[:, self.imu_site],
-            "feet_z": site_xpos[:, self.feet_sites, 2],
-            "push_force": g("xfrc_applied", ids)[:, self.torso_body, :3],
-        }
-
     def _observe(self, ids: np.ndarray, r: dict[str, np.ndarray], rngs) -> np.ndarray:
         """go1.h FillObs for sub-envs `ids` (rows of `r`): `state` (noisy, uniform noise) then
         `privileged_state` (a copy of `state`, then clean quantities)."""
@@ -385,10 +268,7 @@ class Go1Joystick(PlaygroundPort):
             ],
             axis=1,
         )
-        if self.clock is None:
-            return np.concatenate([state, privileged], axis=1)
-        clock = self.clock.observation(ids)  # last in each group: every other element keeps its place
-        return np.concatenate([state, clock, privileged, clock], axis=1)
+        return self.with_clock(state, privileged, ids)
 
 
 # --- rewards ----------------------------------------------------------------------------------
@@ -431,5 +311,5 @@ def reward_terms(
         "feet_air_time": ((task.feet_air_time - AIR_TIME_THRESHOLD_S) * first).sum(axis=1) * o["feet_air_time_scale"],
     }
     if task.clock is not None:
-        terms["feet_phase"] = task.clock.reward(r["feet_z"] - task.foot_radius, height) * o["feet_phase_scale"]
+        terms["feet_phase"] = task.feet_phase(r)
     return terms

@@ -34,7 +34,7 @@ Every constant is the C++'s DefaultConfig (`DEFAULTS`, checked against envpool's
 or one of the C++'s literals (reset ranges, the gait frequency range, the pose weights, the
 resample step, the air-time window, the feet-distance band).
 
-exp, sin, cos and atan2 are the C library's (`_libm`), as the C++ calls them, and sums run in the
+exp, sin, cos and atan2 are the C library's (`arith.libm`), as the C++ calls them, and sums run in the
 C++'s order: on the bindings of envpool's own MuJoCo (3.6.0) a sub-env is then bitwise envpool's,
 observations, rewards, every reward term, falls, resets and pushes (1200 steps of 4 sub-envs, 100
 episodes). Newer bindings (4.0) compute a step to about 1e-13 of 3.6's until a discrete decision of
@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from ppo_control.envs.mujoco import gait
+from ppo_control.envs.mujoco.arith import libm, norm3, ordered_sum
 from ppo_control.envs.mujoco.batch import TaskStep
 from ppo_control.envs.mujoco.port import PlaygroundPort, round_half_away
 
@@ -163,28 +164,6 @@ AIR_TIME_START_S, AIR_TIME_MAX_S, AIR_TIME_MIN_COMMAND = 0.2, 0.3, 0.1
 HIP_MIN_SIDEWAYS_COMMAND = 0.1
 STAND_STILL_COMMAND = 0.1
 FEET_DISTANCE_MIN, FEET_DISTANCE_MAX_COST = 0.2, 0.1
-
-
-def _sum(columns: np.ndarray) -> np.ndarray:
-    """Row sums of [n, k], added left to right as the C++'s loops do (numpy's pairwise sum rounds
-    otherwise)."""
-    total = np.zeros(columns.shape[0])
-    for k in range(columns.shape[1]):
-        total = total + columns[:, k]
-    return total
-
-
-def _libm(function, *arrays: np.ndarray) -> np.ndarray:
-    """`function` (math.exp, math.cos, ...: the C library's, as the C++ calls it) element by element:
-    numpy's own vectorized exp, sin, cos and atan2 can differ from it in the last bit."""
-    shape = np.shape(arrays[0])
-    values = zip(*(np.ravel(array) for array in arrays))
-    return np.array([function(*args) for args in values], dtype=np.float64).reshape(shape)
-
-
-def _norm3(v: np.ndarray) -> np.ndarray:
-    """Row norms of [n, 3], written out as the C++ does."""
-    return np.sqrt(v[:, 0] * v[:, 0] + v[:, 1] * v[:, 1] + v[:, 2] * v[:, 2])
 
 
 def _apply_yaw(qpos: np.ndarray, yaw: float) -> None:
@@ -439,7 +418,7 @@ class T1Joystick(PlaygroundPort):
         measured = np.concatenate([linvel, gyro, gravity, q - self.default_pose, qd], axis=1) + noise
         phase = self.phase[ids]
         state = np.concatenate(
-            [measured[:, :9], self.command[ids], measured[:, 9:], self.last_act[ids], _libm(math.cos, phase), _libm(math.sin, phase)],
+            [measured[:, :9], self.command[ids], measured[:, 9:], self.last_act[ids], libm(math.cos, phase), libm(math.sin, phase)],
             axis=1,
         )
         feet_vel = s[:, self.feet_linvel].reshape(len(ids), -1)
@@ -488,17 +467,17 @@ def _body_terms(task: T1Joystick, r: dict[str, np.ndarray], actions: np.ndarray,
     base_height = r["qpos"][:, 2] - o["base_height_target"]
     action_delta = actions - task.last_act
     return {
-        "tracking_lin_vel": _libm(math.exp, -(lin_x + lin_y) / o["tracking_sigma"]) * o["tracking_lin_vel_scale"],
-        "tracking_ang_vel": _libm(math.exp, -(yaw_error * yaw_error) / o["tracking_sigma"]) * o["tracking_ang_vel_scale"],
+        "tracking_lin_vel": libm(math.exp, -(lin_x + lin_y) / o["tracking_sigma"]) * o["tracking_lin_vel_scale"],
+        "tracking_ang_vel": libm(math.exp, -(yaw_error * yaw_error) / o["tracking_sigma"]) * o["tracking_ang_vel_scale"],
         "lin_vel_z": local_linvel[:, 2] * local_linvel[:, 2] * o["lin_vel_z_scale"],
         "ang_vel_xy": (gyro[:, 0] * gyro[:, 0] + gyro[:, 1] * gyro[:, 1]) * o["ang_vel_xy_scale"],
         "orientation": (up[:, 0] * up[:, 0] + up[:, 1] * up[:, 1]) * o["orientation_scale"],
         "base_height": base_height * base_height * o["base_height_scale"],
-        "torques": _sum(np.abs(force)) * o["torques_scale"],
-        "action_rate": _sum(action_delta * action_delta) * o["action_rate_scale"],
-        "energy": _sum(np.abs(qd) * np.abs(force)) * o["energy_scale"],
-        "dof_acc": _sum(qdd * qdd) * o["dof_acc_scale"],
-        "dof_vel": _sum(qd * qd) * o["dof_vel_scale"],
+        "torques": ordered_sum(np.abs(force)) * o["torques_scale"],
+        "action_rate": ordered_sum(action_delta * action_delta) * o["action_rate_scale"],
+        "energy": ordered_sum(np.abs(qd) * np.abs(force)) * o["energy_scale"],
+        "dof_acc": ordered_sum(qdd * qdd) * o["dof_acc_scale"],
+        "dof_vel": ordered_sum(qd * qd) * o["dof_vel_scale"],
         "alive": np.full(task.num_envs, o["alive_scale"]),
         "termination": terminated.astype(np.float64) * o["termination_scale"],
         "collision": (s[:, task.feet_collision] > 0.0).astype(np.float64) * o["collision_scale"],
@@ -518,19 +497,19 @@ def _feet_terms(task: T1Joystick, r: dict[str, np.ndarray], first_contact: np.nd
     phase_error = feet_z - gait.foot_phase_target(task.phase, height)
     body_speed = np.sqrt(global_linvel[:, 0] * global_linvel[:, 0] + global_linvel[:, 1] * global_linvel[:, 1])
     air_time = np.where(first_contact, np.minimum(task.feet_air_time - AIR_TIME_START_S, AIR_TIME_MAX_S), 0.0)
-    air_time = np.where(_norm3(task.command) <= AIR_TIME_MIN_COMMAND, 0.0, _sum(air_time))
+    air_time = np.where(norm3(task.command) <= AIR_TIME_MIN_COMMAND, 0.0, ordered_sum(air_time))
 
     imu_xmat = r["imu_xmat"]
-    base_yaw = _libm(math.atan2, imu_xmat[:, 3], imu_xmat[:, 0])
+    base_yaw = libm(math.atan2, imu_xmat[:, 3], imu_xmat[:, 0])
     left, right = r["feet_pos"][:, 0], r["feet_pos"][:, 1]
-    sideways = _libm(math.cos, base_yaw) * (left[:, 1] - right[:, 1]) - _libm(math.sin, base_yaw) * (left[:, 0] - right[:, 0])
+    sideways = libm(math.cos, base_yaw) * (left[:, 1] - right[:, 1]) - libm(math.sin, base_yaw) * (left[:, 0] - right[:, 0])
     feet_distance = np.abs(sideways)
     return {
-        "feet_clearance": _sum(clearance) * o["feet_clearance_scale"],
+        "feet_clearance": ordered_sum(clearance) * o["feet_clearance_scale"],
         "feet_air_time": air_time * o["feet_air_time_scale"],
         "feet_slip": body_speed * contact.sum(axis=1) * o["feet_slip_scale"],
-        "feet_height": _sum(feet_height) * o["feet_height_scale"],
-        "feet_phase": _libm(math.exp, -_sum(phase_error * phase_error) / gait.PHASE_REWARD_WIDTH) * o["feet_phase_scale"],
+        "feet_height": ordered_sum(feet_height) * o["feet_height_scale"],
+        "feet_phase": libm(math.exp, -ordered_sum(phase_error * phase_error) / gait.PHASE_REWARD_WIDTH) * o["feet_phase_scale"],
         "feet_distance": np.clip(FEET_DISTANCE_MIN - feet_distance, 0.0, FEET_DISTANCE_MAX_COST) * o["feet_distance_scale"],
     }
 
@@ -540,13 +519,13 @@ def _joint_terms(task: T1Joystick, r: dict[str, np.ndarray]) -> dict[str, np.nda
     o, cmd = task.options, task.command
     q = r["qpos"][:, 7 : 7 + NU]
     delta = q - task.default_pose
-    hip = np.where(np.abs(cmd[:, 1]) <= HIP_MIN_SIDEWAYS_COMMAND, 0.0, _sum(np.abs(delta[:, task.hip])))
+    hip = np.where(np.abs(cmd[:, 1]) <= HIP_MIN_SIDEWAYS_COMMAND, 0.0, ordered_sum(np.abs(delta[:, task.hip])))
     below, above = np.maximum(task.soft_lowers - q, 0.0), np.maximum(q - task.soft_uppers, 0.0)
     limits = np.stack([below, above], axis=2).reshape(task.num_envs, 2 * NU)  # lower then upper, joint by joint
     return {
-        "stand_still": np.where(_norm3(cmd) < STAND_STILL_COMMAND, _sum(np.abs(delta)), 0.0) * o["stand_still_scale"],
-        "joint_deviation_knee": _sum(np.abs(delta[:, task.knee])) * o["joint_deviation_knee_scale"],
+        "stand_still": np.where(norm3(cmd) < STAND_STILL_COMMAND, ordered_sum(np.abs(delta)), 0.0) * o["stand_still_scale"],
+        "joint_deviation_knee": ordered_sum(np.abs(delta[:, task.knee])) * o["joint_deviation_knee_scale"],
         "joint_deviation_hip": hip * o["joint_deviation_hip_scale"],
-        "dof_pos_limits": _sum(limits) * o["dof_pos_limits_scale"],
-        "pose": _sum(delta * delta * POSE_WEIGHTS) * o["pose_scale"],
+        "dof_pos_limits": ordered_sum(limits) * o["dof_pos_limits_scale"],
+        "pose": ordered_sum(delta * delta * POSE_WEIGHTS) * o["pose_scale"],
     }
