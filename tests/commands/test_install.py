@@ -144,8 +144,8 @@ def test_wheel_ships_the_yaml_files(wheel):
     assert sorted(n for n in names if n.endswith(".yaml")) == SHIPPED_YAML
     assert "ppo_control/data/configs/train.yaml" in names and "ppo_control/data/configs/presets/paper.yaml" in names
     assert "ppo_control/data/configs/regimes/robot.yaml" in names  # the Playground robots' shared settings
-    # 11 MuJoCo tasks, 2 partially observed, 9 robots, 1 robot variant (Go1's trot)
-    assert len([n for n in names if n.startswith("ppo_control/data/tasks/")]) == 23
+    # 11 MuJoCo tasks, 2 partially observed, 9 robots, 2 robot variants (Go1's and Spot's trot)
+    assert len([n for n in names if n.startswith("ppo_control/data/tasks/")]) == 24
     assert not [n for n in names if n.startswith(("configs/", "tasks/", "tests/"))], "top-level folders leaked into site-packages"
 
 

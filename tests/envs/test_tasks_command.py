@@ -33,6 +33,7 @@ ROBOTS = {
     "Go1JoystickFlatTerrainTrot": ("Go1JoystickFlatTerrain-v1", (56, 131), 12, 0.02),  # the clock: 4 x (cos, sin)
     "Go1Getup": ("Go1Getup-v1", (42, 91), 12, 0.02),
     "SpotFlatTerrainJoystick": ("SpotFlatTerrainJoystick-v1", (81, 167), 12, 0.02),
+    "SpotFlatTerrainJoystickTrot": ("SpotFlatTerrainJoystick-v1", (89, 175), 12, 0.02),  # the clock: 4 x (cos, sin)
     "G1JoystickFlatTerrain": ("G1JoystickFlatTerrain-v1", (103, 216), 29, 0.02),
     "T1JoystickFlatTerrain": ("T1JoystickFlatTerrain-v1", (85, 180), 23, 0.02),
     "BerkeleyHumanoidJoystickFlatTerrain": ("BerkeleyHumanoidJoystickFlatTerrain-v1", (52, 114), 12, 0.02),
@@ -54,7 +55,7 @@ def test_list_tasks_describes_every_task_file():
     for name, (env_id, sizes, action_dim, dt) in ROBOTS.items():
         info = got[name]
         groups = tuple(zip(("policy", "privileged"), sizes))
-        backend = "mujoco" if name.startswith(("Go1Joystick", "T1Joystick")) else "envpool"  # the tasks with a MuJoCo reference
+        backend = "mujoco" if name.startswith(("Go1Joystick", "T1Joystick", "Spot", "Panda")) else "envpool"  # the tasks with a MuJoCo reference
         assert (info.env_id, info.backend, info.groups, info.action_dim) == (env_id, backend, groups, action_dim), name
         assert info.dt == pytest.approx(dt), name
 
