@@ -24,6 +24,7 @@ from ppo_control.config.errors import UserError
 from ppo_control.envs.mujoco import has_reference, make_reference_vec_env
 from ppo_control.envs.mujoco.go1 import DEFAULTS, ENV_IDS, REWARD_TERMS, Go1Joystick
 from ppo_control.robots import playground as pg
+from tests.envs.reference_checks import assert_same_step, continues_exactly
 
 FLAT, ROUGH = ENV_IDS
 STATE = len(pg.robot_task(FLAT).groups["state"])
@@ -153,31 +154,9 @@ def test_a_saved_state_continues_exactly(rng, randomized, tmp_path):
     from tests.envs.test_reference_randomization import EVERYTHING
 
     randomization = EVERYTHING if randomized else None
-    import torch
-
-    from ppo_control.rl.snapshot import to_numpy, to_tensors
-
     actions = np.random.default_rng(0).uniform(-1.0, 1.0, (60, 2, 12))
-    env = make_reference_vec_env(FLAT, 2, rng=rng, randomization=randomization)
-    try:
-        env.reset(5)
-        for a in actions[:20]:
-            env.step(a)
-        torch.save(to_tensors(env.get_state()), tmp_path / "state.pt")
-        after = [env.step(a) for a in actions[20:]]
-    finally:
-        env.close()
-    resumed = make_reference_vec_env(FLAT, 2, rng=rng, randomization=randomization)
-    try:
-        resumed.set_state(to_numpy(torch.load(tmp_path / "state.pt", weights_only=True)))
-        for a, expected in zip(actions[20:], after):
-            result = resumed.step(a)
-            np.testing.assert_array_equal(result.obs, expected.obs)
-            np.testing.assert_array_equal(result.reward, expected.reward)
-            np.testing.assert_array_equal(result.episode_returns, expected.episode_returns)
-        assert sum(len(r.episode_lengths) for r in after) >= 1  # random actions make it fall: resets are covered
-    finally:
-        resumed.close()
+    after = continues_exactly(lambda: make_reference_vec_env(FLAT, 2, rng=rng, randomization=randomization), actions, 20, tmp_path)
+    assert sum(len(r.episode_lengths) for r in after) >= 1  # random actions make it fall: resets are covered
 
 
 # --- step for step against envpool ------------------------------------------------------------
@@ -290,13 +269,7 @@ def test_replays_envpools_episodes(env_id, steps):
         for _ in range(steps):
             actions = rng.uniform(-0.4, 0.4, (n, 12))
             expected, result = pool.step(actions), ours.step(actions)
-            for field in ("obs", "final_obs", "reward"):
-                np.testing.assert_allclose(getattr(result, field), getattr(expected, field), rtol=0, atol=1e-5, err_msg=field)
-            for field in ("terminated", "truncated", "episode_lengths"):
-                np.testing.assert_array_equal(getattr(result, field), getattr(expected, field), err_msg=field)
-            assert set(result.diagnostics) == set(expected.diagnostics)
-            for key, values in expected.diagnostics.items():
-                np.testing.assert_allclose(result.diagnostics[key], values, rtol=0, atol=1e-5, err_msg=key)
+            assert_same_step(result, expected)
             ended += len(result.episode_lengths)
         assert env_id == ROUGH or ended >= 1  # the flat run includes a fall and the reset after it
     finally:

@@ -19,31 +19,18 @@ import numpy as np
 import pytest
 
 from ppo_control.config.errors import UserError
+from ppo_control.envs.envpool_backend import MANAGED_OPTIONS
 from ppo_control.envs.mujoco import has_reference, make_reference_vec_env
 from ppo_control.envs.mujoco.batch import EnvpoolRandom
 from ppo_control.envs.mujoco.panda import DEFAULTS, ENV_IDS, NU, REWARD_TERMS, PandaPickCube
 from ppo_control.robots import playground as pg
+from tests.envs.reference_checks import assert_same_step, continues_exactly
 
 (PICK,) = ENV_IDS
 NAMES = pg.robot_task(PICK).groups["obs"]
 COLUMN = {name: index for index, name in enumerate(NAMES)}
 ENVPOOL_MUJOCO = "3.6.0"  # the MuJoCo envpool 1.2.5 is built with
 EXACT = mujoco.__version__ == ENVPOOL_MUJOCO
-# Options every envpool spec has (the pool's, not the task's).
-POOL_OPTIONS = {
-    "num_envs",
-    "batch_size",
-    "num_threads",
-    "max_num_players",
-    "thread_affinity_offset",
-    "base_path",
-    "seed",
-    "env_seed",
-    "gym_reset_return_info",
-    "max_episode_steps",
-    "frame_stack",
-    "task_name",
-}
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +64,7 @@ def test_layout_is_envpools(envpool):
 def test_defaults_are_the_specs(envpool):
     config = envpool.make_spec(PICK).config._asdict()
     assert {key: config[key] for key in DEFAULTS} == DEFAULTS
-    assert set(config) - set(DEFAULTS) == POOL_OPTIONS
+    assert set(config) - set(DEFAULTS) == MANAGED_OPTIONS  # the rest are the pool's own
     assert config["max_episode_steps"] == PandaPickCube.MAX_EPISODE_STEPS and config["task_name"] == "PandaPickCube"
 
 
@@ -133,31 +120,9 @@ def test_the_time_limit_truncates_and_reports_the_terms():
 def test_a_saved_state_continues_exactly(tmp_path):
     """get_state -> checkpoint file (tensors, the safe loader) -> set_state in a new env: the same
     steps follow, the resets at the time limit included."""
-    import torch
-
-    from ppo_control.rl.snapshot import to_numpy, to_tensors
-
     actions = np.random.default_rng(0).uniform(-1.0, 1.0, (50, 2, NU))
-    env = make_reference_vec_env(PICK, 2, max_episode_steps=20, num_threads=1)
-    try:
-        env.reset(5)
-        for a in actions[:15]:
-            env.step(a)
-        torch.save(to_tensors(env.get_state()), tmp_path / "state.pt")
-        after = [env.step(a) for a in actions[15:]]
-    finally:
-        env.close()
-    resumed = make_reference_vec_env(PICK, 2, max_episode_steps=20, num_threads=1)
-    try:
-        resumed.set_state(to_numpy(torch.load(tmp_path / "state.pt", weights_only=True)))
-        for a, expected in zip(actions[15:], after):
-            result = resumed.step(a)
-            np.testing.assert_array_equal(result.obs, expected.obs)
-            np.testing.assert_array_equal(result.reward, expected.reward)
-            np.testing.assert_array_equal(result.episode_returns, expected.episode_returns)
-        assert sum(len(r.episode_lengths) for r in after) == 4
-    finally:
-        resumed.close()
+    after = continues_exactly(lambda: make_reference_vec_env(PICK, 2, max_episode_steps=20, num_threads=1), actions, 15, tmp_path)
+    assert sum(len(r.episode_lengths) for r in after) == 4
 
 
 # --- step for step against envpool ------------------------------------------------------------
@@ -283,13 +248,7 @@ def test_replays_envpools_episodes():
         for _ in range(310):
             actions = rng.uniform(-0.5, 0.5, (n, NU))
             expected, result = pool.step(actions), ours.step(actions)
-            for field in ("obs", "final_obs", "reward"):
-                np.testing.assert_allclose(getattr(result, field), getattr(expected, field), rtol=0, atol=1e-5, err_msg=field)
-            for field in ("terminated", "truncated", "episode_lengths"):
-                np.testing.assert_array_equal(getattr(result, field), getattr(expected, field), err_msg=field)
-            assert set(result.diagnostics) == set(expected.diagnostics)
-            for key, values in expected.diagnostics.items():
-                np.testing.assert_allclose(result.diagnostics[key], values, rtol=0, atol=1e-5, err_msg=key)
+            assert_same_step(result, expected)
             ended += len(result.episode_lengths)
         assert ended == 2 * n
     finally:

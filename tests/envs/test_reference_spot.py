@@ -23,6 +23,7 @@ from ppo_control.envs.mujoco import has_reference, make_reference_vec_env, split
 from ppo_control.envs.mujoco.batch import EnvpoolRandom
 from ppo_control.envs.mujoco.spot import DEFAULTS, ENV_IDS, NU, REWARD_TERMS, SpotJoystick
 from ppo_control.robots import playground as pg
+from tests.envs.reference_checks import assert_same_step, continues_exactly
 
 (SPOT,) = ENV_IDS
 STATE = len(pg.robot_task(SPOT).groups["state"])
@@ -136,14 +137,8 @@ def test_replays_envpools_episodes():
         for _ in range(260):
             actions = _actions(rng, n)
             expected, result = pool.step(actions), ours.step(actions)
-            for field in ("obs", "final_obs", "reward"):
-                np.testing.assert_allclose(getattr(result, field), getattr(expected, field), rtol=0, atol=atol, err_msg=field)
-            for field in ("terminated", "truncated", "episode_lengths"):
-                np.testing.assert_array_equal(getattr(result, field), getattr(expected, field), err_msg=field)
-            assert set(result.diagnostics) == set(expected.diagnostics)
+            assert_same_step(result, expected, atol=atol)
             assert {f"reward/{term}" for term in REWARD_TERMS} | {"tracking_error_lin", "tracking_error_ang"} <= set(result.diagnostics)
-            for key, values in expected.diagnostics.items():
-                np.testing.assert_allclose(result.diagnostics[key], values, rtol=0, atol=atol, err_msg=key)
             falls, truncations = falls + int(result.terminated.sum()), truncations + int(result.truncated.sum())
         assert falls >= 5 and truncations == 2
     finally:
@@ -172,31 +167,9 @@ def test_the_command_is_resampled_after_200_steps_and_the_observation_shows_the_
 def test_a_saved_state_continues_exactly(rng, tmp_path):
     """get_state -> checkpoint file (tensors, the safe loader) -> set_state in a new env: the same
     steps follow, falls and the resets after them included."""
-    import torch
-
-    from ppo_control.rl.snapshot import to_numpy, to_tensors
-
     actions = [_actions(np.random.default_rng(step), 2) for step in range(60)]
-    env = make_reference_vec_env(SPOT, 2, rng=rng, num_threads=1)
-    try:
-        env.reset(5)
-        for a in actions[:20]:
-            env.step(a)
-        torch.save(to_tensors(env.get_state()), tmp_path / "state.pt")
-        after = [env.step(a) for a in actions[20:]]
-    finally:
-        env.close()
-    resumed = make_reference_vec_env(SPOT, 2, rng=rng, num_threads=1)
-    try:
-        resumed.set_state(to_numpy(torch.load(tmp_path / "state.pt", weights_only=True)))
-        for a, expected in zip(actions[20:], after):
-            result = resumed.step(a)
-            np.testing.assert_array_equal(result.obs, expected.obs)
-            np.testing.assert_array_equal(result.reward, expected.reward)
-            np.testing.assert_array_equal(result.episode_returns, expected.episode_returns)
-        assert sum(len(r.episode_lengths) for r in after) >= 1  # the rolling sub-env falls: resets are covered
-    finally:
-        resumed.close()
+    after = continues_exactly(lambda: make_reference_vec_env(SPOT, 2, rng=rng, num_threads=1), actions, 20, tmp_path)
+    assert sum(len(r.episode_lengths) for r in after) >= 1  # the rolling sub-env falls: resets are covered
 
 
 @pytest.mark.parametrize("keep", [False, True])

@@ -29,6 +29,7 @@ from ppo_control.envs.mujoco import has_reference, make_reference_vec_env
 from ppo_control.envs.mujoco.batch import EnvpoolRandom
 from ppo_control.envs.mujoco.t1 import DEFAULTS, ENV_IDS, NU, REWARD_TERMS, T1Joystick
 from ppo_control.robots import playground as pg
+from tests.envs.reference_checks import assert_same_step, continues_exactly
 
 (FLAT,) = ENV_IDS
 NAMES = pg.robot_task(FLAT).groups
@@ -126,33 +127,14 @@ def test_an_upside_down_robot_terminates():
 def test_a_saved_state_continues_exactly(randomized, tmp_path):
     """get_state -> checkpoint file (tensors, the safe loader) -> set_state in a new env: the same
     steps follow, falls, resets and pushes included (with randomize.*: each sub-env's draws too)."""
-    import torch
-
-    from ppo_control.rl.snapshot import to_numpy, to_tensors
     from tests.envs.test_reference_randomization import EVERYTHING
 
     randomization = EVERYTHING if randomized else None
     actions = np.random.default_rng(0).uniform(-0.5, 0.5, (90, 2, NU))
-    env = make_reference_vec_env(FLAT, 2, FREQUENT_PUSHES, randomization=randomization, num_threads=1)
-    try:
-        env.reset(5)
-        for a in actions[:15]:
-            env.step(a)
-        torch.save(to_tensors(env.get_state()), tmp_path / "state.pt")
-        after = [env.step(a) for a in actions[15:]]
-    finally:
-        env.close()
-    resumed = make_reference_vec_env(FLAT, 2, FREQUENT_PUSHES, randomization=randomization, num_threads=1)
-    try:
-        resumed.set_state(to_numpy(torch.load(tmp_path / "state.pt", weights_only=True)))
-        for a, expected in zip(actions[15:], after):
-            result = resumed.step(a)
-            np.testing.assert_array_equal(result.obs, expected.obs)
-            np.testing.assert_array_equal(result.reward, expected.reward)
-            np.testing.assert_array_equal(result.episode_returns, expected.episode_returns)
-        assert sum(len(r.episode_lengths) for r in after) >= 1  # random actions make it fall: resets are covered
-    finally:
-        resumed.close()
+    after = continues_exactly(
+        lambda: make_reference_vec_env(FLAT, 2, FREQUENT_PUSHES, randomization=randomization, num_threads=1), actions, 15, tmp_path
+    )
+    assert sum(len(r.episode_lengths) for r in after) >= 1  # random actions make it fall: resets are covered
 
 
 # --- step for step against envpool ------------------------------------------------------------
@@ -207,13 +189,7 @@ def test_replays_envpools_episodes():
             actions = rng.uniform(-0.4, 0.4, (n, NU))
             pushes += int(((task.push_step + 1) % task.push_interval_steps == 0).sum())
             expected, result = pool.step(actions), ours.step(actions)
-            for field in ("obs", "final_obs", "reward"):
-                np.testing.assert_allclose(getattr(result, field), getattr(expected, field), rtol=0, atol=1e-5, err_msg=field)
-            for field in ("terminated", "truncated", "episode_lengths"):
-                np.testing.assert_array_equal(getattr(result, field), getattr(expected, field), err_msg=field)
-            assert set(result.diagnostics) == set(expected.diagnostics)
-            for key, values in expected.diagnostics.items():
-                np.testing.assert_allclose(result.diagnostics[key], values, rtol=0, atol=1e-5, err_msg=key)
+            assert_same_step(result, expected)
             ended += len(result.episode_lengths)
         assert ended >= 5 and pushes >= 10
         assert {f"reward/{term}" for term in REWARD_TERMS} <= set(result.diagnostics)

@@ -55,7 +55,8 @@ def test_list_tasks_describes_every_task_file():
     for name, (env_id, sizes, action_dim, dt) in ROBOTS.items():
         info = got[name]
         groups = tuple(zip(("policy", "privileged"), sizes))
-        backend = "mujoco" if name.startswith(("Go1Joystick", "T1Joystick", "Spot", "Panda")) else "envpool"  # the tasks with a MuJoCo reference
+        with_reference = ("Go1Joystick", "T1Joystick", "Spot", "Panda")  # the tasks with a MuJoCo reference: evaluated there
+        backend = "mujoco" if name.startswith(with_reference) else "envpool"
         assert (info.env_id, info.backend, info.groups, info.action_dim) == (env_id, backend, groups, action_dim), name
         assert info.dt == pytest.approx(dt), name
 
