@@ -1,6 +1,6 @@
 """A robot's controller loop built from an exported policy's metadata alone: which MuJoCo sensor,
 site, body or joint each observation element reads, what state the controller keeps (the previous
-action, the last targets, the command, a gait clock), how an action becomes a PD target (the
+action, the last targets, the command, a gait clock, histories of readings), how an action becomes a PD target (the
 contract's `robot.action_rule`) and which gains the PD loop has.
 
 This is what `sim2sim` runs in a plain MuJoCo model, and what examples/cpp/robot_controller.cpp
@@ -12,6 +12,7 @@ shows as a policy that no longer drives the robot. The vocabulary of `robot.obse
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -143,9 +144,9 @@ class RobotContract:
 
     @property
     def resting_target(self) -> np.ndarray:
-        """The targets before the first action: the default pose, or the previous_target rule's
-        initial target."""
-        return self.initial_target if self.action_rule == "previous_target" else self.default_pose
+        """The targets before the first action: robot.initial_target where the export has one (the
+        previous_target rule's, or the zeros Spot's reset writes), else the default pose."""
+        return self.default_pose if self.initial_target is None else self.initial_target
 
 
 def configure_model(model: mujoco.MjModel, contract: RobotContract) -> None:
@@ -172,14 +173,34 @@ def _joint(model: mujoco.MjModel, name: str):
         raise UserError(f"the export names joint {name}, which the model does not have") from None
 
 
+class _History:
+    """One element key's readings of a source over the controller's observations, newest first;
+    zeros before the episode's first."""
+
+    def __init__(self, read):
+        self.read = read
+        self.values = [0.0]
+
+    def keep(self, age: int) -> None:
+        self.values += [0.0] * (age + 1 - len(self.values))
+
+    def clear(self) -> None:
+        self.values = [0.0] * len(self.values)
+
+    def record(self, data: mujoco.MjData) -> None:
+        self.values = [self.read(data), *self.values[:-1]]
+
+
 class Controller:
     """One robot's control loop on a MuJoCo model and data: `observation` after every control
     period, `act` with the policy's action. Keeps what the policy saw in training besides the
-    sensors: the previous action, the command and the gait clock."""
+    sensors: the previous action, the command, the gait clock, the targets the actuators hold and
+    the histories of readings the observation shows."""
 
     def __init__(self, model: mujoco.MjModel, contract: RobotContract):
         self.contract = contract
         self.model = model
+        self._histories: dict[tuple[str, str], _History] = {}  # (inner source, element key) -> its readings
         self._readers = [self._reader(name) for name in contract.elements]
         n = len(contract.joint_names)
         self.previous_action = np.zeros(n)
@@ -190,6 +211,7 @@ class Controller:
         self._stepped = False
         self._acted_command = self.command
         self.target = self._resting()
+        self.held_target = self.target.copy()
 
     def _resting(self) -> np.ndarray:
         rest = self.contract.resting_target
@@ -201,6 +223,9 @@ class Controller:
         self._pending_action[:] = 0.0
         self._stepped = False
         self.target = self._resting()
+        self.held_target = self.target.copy()
+        for history in self._histories.values():
+            history.clear()
         if command is not None:
             self.command = np.asarray(command, dtype=np.float64).copy()
         self.phase = np.asarray(self.contract.gait_initial_rad, dtype=np.float64)
@@ -213,7 +238,10 @@ class Controller:
         """The policy's observation now (after a reset, then once per control period after the
         physics steps). As in training, the controller's own state in it lags by one control
         period: the action is the one sent before the most recent, the gait clock the one before
-        this period's advance; both move on after they are read."""
+        this period's advance; both move on after they are read. A history records this period's
+        reading before the observation shows it."""
+        for history in self._histories.values():
+            history.record(data)
         obs = np.array([read(data) for read in self._readers], dtype=np.float32)
         if self._stepped:
             self.previous_action = self._pending_action.copy()
@@ -229,7 +257,8 @@ class Controller:
         """Write the targets of `action` into data.ctrl and return them: default pose +
         action_scale * action (MuJoCo clamps them to the actuators' ctrlrange), or under the
         previous_target rule the last targets moved by action_scale * action, clipped to
-        robot.ctrl_range (they are the next action's starting point)."""
+        robot.ctrl_range (they are the next action's starting point). `held_target` is what the
+        actuators hold: the targets within robot.ctrl_range, where MuJoCo clamps them."""
         action = np.asarray(action, dtype=np.float64).reshape(-1)
         c = self.contract
         if c.action_low is not None:
@@ -241,6 +270,7 @@ class Controller:
             self.target = np.clip(self.target + action * c.action_scale, c.ctrl_low, c.ctrl_high)
         else:
             self.target = c.default_pose + c.action_scale * action
+        self.held_target = self.target if c.ctrl_low is None else np.clip(self.target, c.ctrl_low, c.ctrl_high)
         data.ctrl[: len(self.target)] = self.target
         return self.target.copy()
 
@@ -262,6 +292,8 @@ class Controller:
     def _read(self, source: dict[str, Any], quantity: str, key: str, element: str):
         """The reader of `source` for the element `element` (`quantity`:`key`)."""
         model, c = self.model, self.contract
+        if "history" in source:
+            return self._history_reader(source, quantity, key, element)
         if "minus" in source:
             plus = self._read({k: v for k, v in source.items() if k != "minus"}, quantity, key, element)
             minus = self._read(source["minus"], quantity, key, element)
@@ -304,7 +336,7 @@ class Controller:
             return lambda data: self.previous_action[i]
         if what == "target":
             i = c.joint_names.index(key)
-            return lambda data: self.target[i]
+            return lambda data: self.held_target[i]
         if what == "command":
             i = c.command_names.index(element)
             return lambda data: self.command[i]
@@ -313,6 +345,20 @@ class Controller:
             trig = math.cos if what == "gait_phase_cos" else math.sin
             return lambda data: trig(self.phase[foot])
         raise UserError(f"robot.observation_sources.{quantity}: unknown source {source}")
+
+    def _history_reader(self, source: dict[str, Any], quantity: str, key: str, element: str):
+        """`source["history"]`'s reading for `key`, `source["age"]` observations ago; the ages of
+        one reading share its record."""
+        age = source.get("age")
+        if not isinstance(age, int) or age < 0:
+            raise UserError(f"robot.observation_sources.{quantity}: a history needs an age >= 0 (observations ago), not {age!r}")
+        inner = source["history"]
+        name = (json.dumps(inner, sort_keys=True), key)
+        if name not in self._histories:
+            self._histories[name] = _History(self._read(inner, quantity, key, element))
+        history = self._histories[name]
+        history.keep(age)
+        return lambda data: history.values[age]
 
 
 def _named(find, name: str, what: str) -> int:

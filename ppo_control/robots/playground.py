@@ -122,6 +122,9 @@ class RobotTask:
     gains_from: str = "model"
     # Keyframe whose ctrl is the first target ("previous_target" rule only).
     initial_target_keyframe: str = ""
+    # The C++'s Reset writes zero into every ctrl (spot.h): the targets an observation's
+    # history sees until the first action (not the default pose).
+    zero_initial_target: bool = False
     # Where a controller reads each quantity of the policy's group on the MuJoCo model (see
     # `observation_sources`); quantities not here have no description yet.
     sources: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -333,12 +336,17 @@ _DEFAULT_RULE = "target = default_pose + action_scale * action (MuJoCo clamps th
 #   {"controller": what}      state the controller keeps: "previous_action" (the action sent
 #                             before the most recent one, zero after a reset), "command" (the
 #                             joystick), "gait_phase_cos" / "gait_phase_sin" (robot.gait_phase's
-#                             clock, read before the step's advance), "target" (per joint: the
-#                             target the controller sent last, robot.initial_target after a reset)
+#                             clock, read before the step's advance), "target" (per joint: what
+#                             the actuator's ctrl holds: robot.initial_target after a reset, then
+#                             the last action's target within robot.ctrl_range, as MuJoCo clamps it)
 #   {"site_pos": site}, {"body_pos": body}: element k (x, y, z) is site_xpos / xpos (world frame)
 #   {"site_xmat": site}, {"body_xmat": body}: element "rc" is entry (r, c) of site_xmat / xmat
 #   {"free_joint": "qpos" | "qvel", "body": body}: the body's free joint, element x y z qw qx qy qz
 #                             of its qpos or vx vy vz wx wy wz of its qvel
+#   {"history": a source, "age": k}: what that source read for the same element key k
+#                             observations earlier (0: this one); the controller records one
+#                             reading per observation, and zeros stand for the readings before
+#                             the episode's first
 # and may add
 #   "minus": a source         the element is this source's value minus that one's, same key
 #   "input": "perception"     not the robot's own sensing: an object a real cell locates with its
@@ -355,6 +363,18 @@ _CONTROLLER_STATE = {
 }
 _JOINT_SOURCES = {"joint_pos": {"joint": "qpos - default_pose"}, "joint_vel": {"joint": "qvel"}}
 _PERCEIVED = {"input": "perception"}
+# spot.h constructor and UpdateJoystickObs: the IMU's gyro and framezaxis sensors, each foot's
+# framepos sensor `<foot>_pos` (relative to the IMU site), and the joints' errors against the
+# targets of the steps they ended (qpos - ctrl, pushed onto the history before the observation is
+# written; a reset pushes one against its zero targets), newest first.
+_SPOT_QPOS_ERROR = {"joint": "qpos", "minus": {"controller": "target"}}
+_SPOT_SOURCES = (
+    {"gyro": {"sensor": "gyro"}, "upvector": {"sensor": "upvector"}}
+    | _JOINT_SOURCES
+    | _CONTROLLER_STATE
+    | {f"qpos_error_hist{k}": {"history": _SPOT_QPOS_ERROR, "age": k} for k in range(3)}
+    | {f"foot_pos:{foot}": {"sensor": f"{foot}_pos"} for foot in _SPOT_FEET}
+)
 # panda.h UpdateObs: the arm's joints are its encoders, the gripper site its forward kinematics; the
 # box and the target (the mocap body `mocap_target`) are what a real cell's perception supplies.
 _PANDA_SOURCES = {
@@ -453,6 +473,8 @@ _TASKS = (
         xml=f"{_SRC}/locomotion/spot/xmls/scene_mjx_feetonly_flat_terrain.xml",
         default_keyframe="home",
         gains_from="spec",
+        zero_initial_target=True,
+        sources=_SPOT_SOURCES,
     ),
     _humanoid("G1JoystickFlatTerrain", "g1", _G1_JOINTS, ("left_foot", "right_foot"), "knees_bent", "_pelvis", "imu_in_pelvis"),
     _humanoid("T1JoystickFlatTerrain", "t1", _T1_JOINTS, ("left_foot", "right_foot"), "home"),
@@ -625,6 +647,9 @@ def _pose_fields(task: RobotTask, model, qpos_adr: np.ndarray) -> Fields:
     if task.initial_target_keyframe:
         fields["initial_target"] = [float(v) for v in model.key(task.initial_target_keyframe).ctrl]
         sources["initial_target"] = f"the model's '{task.initial_target_keyframe}' keyframe ctrl (Reset copies it into ctrl)"
+    if task.zero_initial_target:
+        fields["initial_target"] = [0.0] * model.nu
+        sources["initial_target"] = "the C++ Reset writes zero into every actuator's ctrl"
     return fields, sources
 
 
@@ -740,3 +765,7 @@ def _check_source(task: RobotTask, model, source: Mapping[str, Any]) -> None:
             raise ValueError(f"{task.name}: body {source['body']} has no free joint of its own")
     if "minus" in source:
         _check_source(task, model, source["minus"])
+    if "history" in source:
+        if int(source.get("age", -1)) < 0:
+            raise ValueError(f"{task.name}: a history source without an age >= 0")
+        _check_source(task, model, source["history"])

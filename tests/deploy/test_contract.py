@@ -75,3 +75,22 @@ def test_the_legged_robots_keep_the_default_pose_rule():
     robot = controller_contract(compose(["task=Go1JoystickFlatTerrain"]).env)["robot"]
     assert robot["action_rule"] == "default_pose" and len(robot["default_pose"]) == 12
     assert all(":" not in key for key in robot["observation_sources"])  # keyed by quantity, as exports before the rule field
+
+
+@pytest.mark.parametrize("task", ["SpotFlatTerrainJoystick", "SpotFlatTerrainJoystickTrot"])
+def test_spots_contract_names_a_source_for_every_element_of_both_variants(task):
+    """Spot's feet are framepos sensors relative to the IMU (a key per foot), its joint errors a
+    history of qpos minus the held targets, whose zeros after a reset the contract states; the
+    trot variant's clock is the controller's."""
+    contract = controller_contract(compose([f"task={task}"]).env)
+    robot = contract["robot"]
+    (group,) = contract["observation"]["groups"]
+    sources = robot["observation_sources"]
+    names = group["element_names"]
+    assert len(names) == group["size"] == (89 if task.endswith("Trot") else 81)
+    assert all(source_of(name, sources) is not None for name in names)
+    assert source_of("foot_pos:HL:z", sources) == ("foot_pos:HL", "z") and sources["foot_pos:HL"] == {"sensor": "HL_pos"}
+    error = {"joint": "qpos", "minus": {"controller": "target"}}
+    assert [sources[f"qpos_error_hist{k}"] for k in range(3)] == [{"history": error, "age": k} for k in range(3)]
+    assert robot["action_rule"] == "default_pose" and robot["initial_target"] == [0.0] * 12
+    assert (names[-1] == "phase_sin:HR") == task.endswith("Trot") == ("phase_sin" in sources)

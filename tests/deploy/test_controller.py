@@ -111,7 +111,37 @@ def test_a_swapped_joint_order_is_caught_against_the_model():
 
 def test_tasks_whose_observation_has_no_description_export_no_sources():
     assert "observation_sources" in metadata("G1JoystickFlatTerrain")["robot"]
-    assert "observation_sources" not in metadata("SpotFlatTerrainJoystick")["robot"]  # foot_pos, qpos_error_hist: not described yet
+    assert "observation_sources" not in metadata("Go1Getup")["robot"]  # its current_qpos rule has no controller yet, nor its sources
+
+
+def test_spots_joint_error_history_records_each_period_against_the_targets_the_actuators_hold():
+    """qpos_error_hist<k>: qpos minus the held target, k observations ago; a reset's reading is
+    against its zero targets, older ones are zero; a target beyond ctrl_range is held at its end."""
+    contract, model, data = robot("SpotFlatTerrainJoystick")
+    controller = Controller(model, contract)
+    controller.reset(command=np.zeros(3))
+    knee = contract.joint_names.index("fl_kn")
+    qpos = model.joint("fl_kn").qposadr[0]
+    index = [contract.elements.index(f"qpos_error_hist{k}:fl_kn") for k in range(3)]
+    readings, expected = [], []
+    obs = controller.observation(data)
+    readings.append(obs[index])
+    expected.append([data.qpos[qpos] - 0.0, 0.0, 0.0])
+    held = contract.default_pose[knee] + contract.action_scale * 0.5
+    for action in (0.5, 5.0):  # the second: beyond the action bounds, clipped to them first
+        controller.act(np.full(12, action), data)
+        controller.step_physics(data)
+        readings.append(controller.observation(data)[index])
+        expected.append([data.qpos[qpos] - held, *expected[-1][:2]])
+        held = contract.default_pose[knee] + contract.action_scale * 1.0
+    np.testing.assert_allclose(readings, np.array(expected, dtype=np.float32), rtol=0, atol=1e-6)
+    contract = RobotContract.from_metadata({**metadata("SpotFlatTerrainJoystick"), "action_high": [9.0] * 12})
+    controller = Controller(model, contract)
+    controller.reset(command=np.zeros(3))
+    sent = controller.act(np.full(12, 9.0), data)  # the knee's target beyond its ctrl range: held at its end
+    assert sent[knee] > contract.ctrl_high[knee] and controller.held_target[knee] == contract.ctrl_high[knee]
+    controller.reset(command=np.zeros(3))
+    assert np.all(controller.held_target == 0.0) and np.all(controller.observation(data)[index[1:]] == 0.0)
 
 
 def panda(meta: dict | None = None):

@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-from ppo_control.config import ConfigError
+from ppo_control.config import ConfigError, compose
 from ppo_control.config.errors import UserError
-from ppo_control.deploy.controller import RobotContract
+from ppo_control.deploy.contract import controller_contract
+from ppo_control.deploy.controller import Controller, RobotContract
 from ppo_control.deploy.loading import load_policy
 from ppo_control.deploy.sim2sim import ControllerLoop, Perturbation, perturb_world, run_episodes, sim2sim
 from ppo_control.envs.mujoco import make_reference_vec_env
@@ -26,6 +27,7 @@ from tests.helpers import ROOT
 
 ENV_ID = "Go1JoystickFlatTerrain-v1"
 PANDA = "PandaPickCube-v1"
+SPOT = "SpotFlatTerrainJoystick-v1"
 
 
 class Walker(torch.nn.Module):
@@ -308,3 +310,84 @@ def test_sim2sim_runs_a_panda_export_and_reports_its_success(tmp_path, panda_exp
     assert "target distance at the end (m)" in table(result, None).splitlines()[0]
     with pytest.raises(UserError, match="PandaPickCube-v1's robot has no floating base"):
         sim2sim(export=str(panda_export), episodes=1, added_mass=1.0)
+
+
+def spot_export(path: Path, task: str) -> tuple[Path, dict]:
+    """A tiny policy with the metadata an export of `task` carries (the variant's clock included),
+    and the task's env kwargs."""
+    cfg = compose([f"task={task}"])
+    contract = controller_contract(cfg.env)
+    size = contract["observation"]["groups"][0]["size"]
+    meta = {
+        "task": task,
+        "env_id": SPOT,
+        "env_kwargs": dict(cfg.env.kwargs or {}),
+        "obs_dim": size,
+        "action_dim": 12,
+        "history": 1,
+        "max_episode_steps": 30,
+        "action_low": [-1.0] * 12,
+        "action_high": [1.0] * 12,
+        **contract,
+    }
+    return write_export(path, meta, seed=2, gain=0.1), dict(cfg.env.kwargs or {})
+
+
+@pytest.mark.parametrize("task", ["SpotFlatTerrainJoystick", "SpotFlatTerrainJoystickTrot"])
+def test_spots_controllers_build_the_references_observation_and_its_targets_from_the_same_state(tmp_path, task):
+    """Spot's reference (noise off) stepped with a policy's actions, one controller per robot
+    reading the same MuJoCo state through the export's contract: every step the controller's
+    observation (the joint errors' history, the feet, the trot variant's clock) is the reference's,
+    and the targets its actions give are the ctrl the reference holds, to the bit."""
+    path, kwargs = spot_export(tmp_path / "spot.pt", task)
+    policy = load_policy(path)
+    contract = RobotContract.from_metadata(policy.metadata)
+    n = len(contract.elements)
+    world = make_reference_vec_env(SPOT, 2, {**kwargs, "noise_level": 0.0}, max_episode_steps=1000)
+    try:
+        perturb_world(world, contract, Perturbation())
+        task_, data = world.task, world.task.physics.data
+        controllers = [Controller(task_.physics.model(i), contract) for i in range(2)]
+        own = world.reset(7)
+        for i, controller in enumerate(controllers):
+            rate = None if task_.phase_dt is None else float(task_.phase_dt[i] / (2 * np.pi * task_.control_period_s))
+            controller.reset(command=task_.command[i].copy(), gait_frequency_hz=rate)
+        obs = np.stack([c.observation(d) for c, d in zip(controllers, data)])
+        np.testing.assert_array_equal(obs, own[:, :n])
+        for _ in range(25):
+            actions = policy(obs).astype(np.float64)
+            for controller, action, d in zip(controllers, actions, data):
+                controller.act(action, d)
+            result = world.step(actions)
+            np.testing.assert_array_equal(np.stack([c.held_target for c in controllers]), task_.physics.gather("ctrl"))
+            assert not (result.terminated | result.truncated).any()
+            obs = np.stack([c.observation(d) for c, d in zip(controllers, data)])
+            np.testing.assert_array_equal(obs, result.obs[:, :n])
+    finally:
+        world.close()
+
+
+def test_sim2sim_drives_a_spot_trot_export_through_its_contract(tmp_path):
+    """The whole command on Spot's trot variant: the controller loop scores the returns and lengths
+    the reference gets stepping the same export on its own (noise-free) observations."""
+    from ppo_control.deploy.sim2sim import drive
+
+    path, kwargs = spot_export(tmp_path / "spot.pt", "SpotFlatTerrainJoystickTrot")
+    policy, kwargs = load_policy(path), {**kwargs, "noise_level": 0.0}
+    through_controllers, _, _, _ = drive(policy, policy.metadata, kwargs, 2, 11, Perturbation())
+    world = make_reference_vec_env(SPOT, 2, kwargs, max_episode_steps=30)
+    try:
+        obs, returns, running = world.reset(11), np.zeros(2), np.ones(2, dtype=bool)
+        lengths = np.zeros(2, dtype=np.int64)
+        while running.any():
+            result = world.step(policy(obs[:, : policy.obs_dim]))
+            returns[running] += result.reward[running]
+            lengths[running] += 1
+            running &= ~(result.terminated | result.truncated)
+            obs = result.obs
+    finally:
+        world.close()
+    np.testing.assert_allclose(through_controllers.returns, returns, rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(through_controllers.lengths, lengths)
+    result = sim2sim(export=str(path), episodes=2, seed=0, out=str(tmp_path / "spot.json"))
+    assert result["env_id"] == SPOT and result["lengths"] == [30, 30]
