@@ -190,6 +190,16 @@ def _noise_scales(options: dict[str, Any]) -> np.ndarray:
     )
 
 
+def describe_variant(options: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+    """Without the hold, the export's clock says so: a controller must not hold it either."""
+    if options.get("gait_hold_on_zero_command", True):
+        return facts
+    robot = dict(facts["robot"])
+    robot["gait_phase"] = {key: value for key, value in robot["gait_phase"].items() if not key.startswith("hold")}
+    robot["sources"] = {**robot["sources"], "gait_phase": "C++ Reset and UpdatePhase, not held under a zero command (a variant)"}
+    return {**facts, "robot": robot}
+
+
 class T1Joystick(PlaygroundPort):
     """The task on a PhysicsBatch of `num_envs` sub-envs (the ReferenceTask protocol of batch.py).
 
@@ -203,6 +213,7 @@ class T1Joystick(PlaygroundPort):
     # (the robot steps in place). The C++'s hold puts both feet at pi, so after a zero command the
     # feet share one phase for the rest of the episode and the clock asks for a hop.
     REFERENCE_OPTIONS = {"gait_hold_on_zero_command": True}
+    describe_variant = staticmethod(describe_variant)
     STATE = (
         "command",
         "last_act",
@@ -377,16 +388,6 @@ class T1Joystick(PlaygroundPort):
         unless the variant lets the clock run on."""
         hold = self.options["gait_hold_on_zero_command"]
         self.phase = gait.advance(self.phase, self.phase_dt, self.command if hold else None)
-
-    @staticmethod
-    def describe_variant(options: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
-        """Without the hold, the export's clock says so: a controller must not hold it either."""
-        if options.get("gait_hold_on_zero_command", True):
-            return facts
-        robot = dict(facts["robot"])
-        robot["gait_phase"] = {key: value for key, value in robot["gait_phase"].items() if not key.startswith("hold")}
-        robot["sources"] = {**robot["sources"], "gait_phase": "C++ Reset and UpdatePhase, not held under a zero command (a variant)"}
-        return {**facts, "robot": robot}
 
     # --- observations --------------------------------------------------------------------------
     def _read(self, ids: np.ndarray | None) -> dict[str, np.ndarray]:
