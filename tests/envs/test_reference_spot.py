@@ -222,6 +222,23 @@ def test_the_phase_term_is_reported_weighed_by_the_specs_feet_phase_scale_and_jo
         env.close()
 
 
+def test_the_phase_terms_width_divides_the_squared_error():
+    """feet_phase_width: the same feet and clock give exp(-e / width), so a tenfold width takes
+    the log of the term down tenfold."""
+    terms = []
+    for width in (0.01, 0.1):
+        options = {"noise_level": 0.0, **CLOCK, "feet_phase_scale": 1.0, "feet_phase_width": width}
+        env = make_reference_vec_env(SPOT, 1, options, num_threads=1)
+        try:
+            env.reset(0)
+            env.task.clock.phase[:] = 0.0  # mid-swing for half the feet: a standing robot misses it
+            terms.append(env.step(np.zeros((1, NU))).diagnostics["reward/feet_phase"][0])
+        finally:
+            env.close()
+    assert terms[0] < 0.5
+    assert math.log(terms[0]) == pytest.approx(10.0 * math.log(terms[1]), rel=1e-9)
+
+
 def test_the_variants_description_names_the_clock_and_holds_its_contract(envpool):
     from ppo_control.envs.backends import ReferenceBackend
     from ppo_control.envs.registry import check_robot_request

@@ -66,10 +66,10 @@ class GaitClock:
         phase = self.phase[ids]
         return np.concatenate([np.cos(phase), np.sin(phase)], axis=1)
 
-    def reward(self, feet_height: np.ndarray, max_foot_height: float) -> np.ndarray:
+    def reward(self, feet_height: np.ndarray, max_foot_height: float, width: float = PHASE_REWARD_WIDTH) -> np.ndarray:
         """How closely the feet's heights above their standing height follow the clock, in (0, 1]."""
         error = feet_height - foot_phase_target(self.phase, max_foot_height)
-        return np.exp(-(error * error).sum(axis=1) / PHASE_REWARD_WIDTH)
+        return np.exp(-(error * error).sum(axis=1) / width)
 
     def contract(self) -> dict:
         """robot.gait_phase of an export: what a controller needs to keep the same clock."""

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ppo_control.envs.mujoco.gait import GaitClock
+from ppo_control.envs.mujoco.gait import PHASE_REWARD_WIDTH, GaitClock
 from ppo_control.envs.mujoco.port import PlaygroundPort
 
 # The IMU's sensors both ports read.
@@ -43,7 +43,8 @@ class QuadrupedJoystick(PlaygroundPort):
     # research knob, to see whether a policy finds a forward gait when nothing else competes.
     # gait_clock: the named variant with a trot clock (gait.py): each group ends with every foot's
     # phase (diagonal feet together, at gait_frequency_hz), and the reward gains the feet_phase term
-    # (times feet_phase_scale) for feet whose swing height follows it;
+    # (times feet_phase_scale) for feet whose swing height follows it, exp(-squared error summed
+    # over the feet / feet_phase_width): T1's width by default, Playground's Spot gait task has 0.1;
     # gait_hold_on_zero_command: every foot held at pi (stand) under a zero command, else the clock
     # runs on (a robot moving when its command drops to zero can still step to stop).
     # A robot whose spec has one of these options (Spot's feet_phase_scale) leaves it to the spec.
@@ -53,6 +54,7 @@ class QuadrupedJoystick(PlaygroundPort):
         "gait_clock": False,
         "gait_frequency_hz": 2.5,
         "feet_phase_scale": 1.0,
+        "feet_phase_width": PHASE_REWARD_WIDTH,
         "gait_hold_on_zero_command": True,
     }
 
@@ -130,7 +132,8 @@ class QuadrupedJoystick(PlaygroundPort):
     def feet_phase(self, r: dict[str, np.ndarray]) -> np.ndarray:
         """The variant's feet_phase term: how closely the feet's heights above their standing height
         follow the clock, times feet_phase_scale."""
-        return self.clock.reward(r["feet_z"] - self.foot_radius, self.options["max_foot_height"]) * self.options["feet_phase_scale"]
+        o = self.options
+        return self.clock.reward(r["feet_z"] - self.foot_radius, o["max_foot_height"], o["feet_phase_width"]) * o["feet_phase_scale"]
 
     def clocked_reward(self, total: np.ndarray, terms: dict[str, np.ndarray], reward: np.ndarray) -> tuple[np.ndarray, dict]:
         """The reward the variant trains on (the task's own sum and feet_phase, times ctrl_dt,
