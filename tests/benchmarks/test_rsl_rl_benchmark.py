@@ -194,14 +194,19 @@ def test_playground_settings_translate_to_rsl_rl_5(script):
     assert cfg["algorithm"] == playground["algorithm"]
 
 
+def two_iterations(script, task_args: list[str], out) -> tuple[list[dict], list[dict], list[dict]]:
+    """Two 4-sub-env iterations of the script with one 2-episode evaluation: every row, the training
+    rows and the evaluation rows."""
+    argv = [*task_args, "--steps", str(2 * 4 * 24), "--num-envs", "4", "--eval-episodes", "2", "--out", str(out)]
+    assert script.main(argv) == 0
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return rows, [r for r in rows if "tracking_error_lin" in r], [r for r in rows if "eval_return" in r]
+
+
 def test_two_iterations_of_the_script(script, tmp_path):
     pytest.importorskip("rsl_rl")
     out = tmp_path / "run"
-    argv = ["--task", TASK, "--steps", str(2 * 4 * 24), "--num-envs", "4", "--eval-episodes", "2", "--out", str(out)]
-    assert script.main(argv) == 0
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    train = [r for r in rows if "tracking_error_lin" in r]
-    evals = [r for r in rows if "eval_return" in r]
+    rows, train, evals = two_iterations(script, ["--task", TASK], out)
     assert [r["step"] for r in train] == [96, 192]
     assert len(evals) == 1 and evals[0]["step"] == 192 and evals[0]["eval_episodes"] == 2
     for row in rows:
@@ -221,11 +226,7 @@ def test_two_iterations_of_the_script_on_the_reference_trot_variant(script, tmp_
     its falls, return and task return."""
     pytest.importorskip("rsl_rl")
     out = tmp_path / "run"
-    argv = ["--task-file", TROT, "--steps", str(2 * 4 * 24), "--num-envs", "4", "--eval-episodes", "2", "--out", str(out)]
-    assert script.main(argv) == 0
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    train = [r for r in rows if "tracking_error_lin" in r]
-    evals = [r for r in rows if "eval_return" in r]
+    rows, train, evals = two_iterations(script, ["--task-file", TROT], out)
     assert [r["step"] for r in train] == [96, 192]
     assert all("reward/feet_phase" in r and r["task_reward"] is not None for r in train)
     assert len(evals) == 1 and evals[0]["step"] == 192 and evals[0]["eval_episodes"] == 2

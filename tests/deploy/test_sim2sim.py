@@ -83,6 +83,23 @@ def test_the_controller_reads_what_the_task_shows_its_policy(export):
         world.close()
 
 
+def own_observation_episodes(world, policy, obs_dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Returns and lengths of the first episode of each of `world`'s sub-envs, the policy acting on
+    the first `obs_dim` elements of the world's own observations (no controller); closes `world`."""
+    try:
+        obs, returns, running = world.reset(11), np.zeros(world.num_envs), np.ones(world.num_envs, dtype=bool)
+        lengths = np.zeros(world.num_envs, dtype=np.int64)
+        while running.any():
+            result = world.step(policy(obs[:, :obs_dim]))
+            returns[running] += result.reward[running]
+            lengths[running] += 1
+            running &= ~(result.terminated | result.truncated)
+            obs = result.obs
+    finally:
+        world.close()
+    return returns, lengths
+
+
 def test_sim2sim_scores_the_episodes_the_world_plays_with_its_own_observations(export):
     """The same export stepped on the reference's own (noise-free) observations gives the returns
     and lengths the controller loop gets: the loop changes nothing when the contract is right."""
@@ -91,18 +108,7 @@ def test_sim2sim_scores_the_episodes_the_world_plays_with_its_own_observations(e
         through_controllers, _ = run_episodes(loop, policy, seed=11)
     finally:
         world.close()
-    world = make_reference_vec_env(ENV_ID, 2, {"noise_level": 0.0}, max_episode_steps=40)
-    try:
-        obs, returns, running = world.reset(11), np.zeros(2), np.ones(2, dtype=bool)
-        lengths = np.zeros(2, dtype=np.int64)
-        while running.any():
-            result = world.step(policy(obs[:, :48]))
-            returns[running] += result.reward[running]
-            lengths[running] += 1
-            running &= ~(result.terminated | result.truncated)
-            obs = result.obs
-    finally:
-        world.close()
+    returns, lengths = own_observation_episodes(make_reference_vec_env(ENV_ID, 2, {"noise_level": 0.0}, max_episode_steps=40), policy, 48)
     np.testing.assert_allclose(through_controllers.returns, returns, rtol=0, atol=1e-9)
     np.testing.assert_array_equal(through_controllers.lengths, lengths)
 
@@ -375,18 +381,7 @@ def test_sim2sim_drives_a_spot_trot_export_through_its_contract(tmp_path):
     path, kwargs = spot_export(tmp_path / "spot.pt", "SpotFlatTerrainJoystickTrot")
     policy, kwargs = load_policy(path), {**kwargs, "noise_level": 0.0}
     through_controllers, _, _, _ = drive(policy, policy.metadata, kwargs, 2, 11, Perturbation())
-    world = make_reference_vec_env(SPOT, 2, kwargs, max_episode_steps=30)
-    try:
-        obs, returns, running = world.reset(11), np.zeros(2), np.ones(2, dtype=bool)
-        lengths = np.zeros(2, dtype=np.int64)
-        while running.any():
-            result = world.step(policy(obs[:, : policy.obs_dim]))
-            returns[running] += result.reward[running]
-            lengths[running] += 1
-            running &= ~(result.terminated | result.truncated)
-            obs = result.obs
-    finally:
-        world.close()
+    returns, lengths = own_observation_episodes(make_reference_vec_env(SPOT, 2, kwargs, max_episode_steps=30), policy, policy.obs_dim)
     np.testing.assert_allclose(through_controllers.returns, returns, rtol=0, atol=1e-6)
     np.testing.assert_array_equal(through_controllers.lengths, lengths)
     result = sim2sim(export=str(path), episodes=2, seed=0, out=str(tmp_path / "spot.json"))
