@@ -39,6 +39,7 @@ from typing import Any
 import mujoco
 import numpy as np
 
+from ppo_control.envs.mujoco.arith import libm, norm3, ordered_sum
 from ppo_control.envs.mujoco.batch import TaskStep
 from ppo_control.envs.mujoco.port import PlaygroundPort
 
@@ -99,20 +100,6 @@ TANH_GAIN = 5.0
 POSITION_WEIGHT, ROTATION_WEIGHT = 0.9, 0.1
 BOUNDS_M = 1.0
 REWARD_CLIP = 10000.0
-
-
-def _sum(columns: np.ndarray) -> np.ndarray:
-    """Row sums of [n, k], added left to right as the C++'s loops do (numpy's pairwise sum rounds
-    otherwise)."""
-    total = np.zeros(columns.shape[0])
-    for k in range(columns.shape[1]):
-        total = total + columns[:, k]
-    return total
-
-
-def _tanh(values: np.ndarray) -> np.ndarray:
-    """std::tanh element by element (the C library's; numpy's can differ in the last bit)."""
-    return np.array([math.tanh(v) for v in values], dtype=np.float64)
 
 
 class PandaPickCube(PlaygroundPort):
@@ -204,20 +191,20 @@ class PandaPickCube(PlaygroundPort):
         """panda.h ComputePickReward's terms, unweighted (envpool's info), in REWARD_TERMS' order;
         updates reached_box first, as the C++ does."""
         box, gripper = r["box_pos"], r["gripper_pos"]
-        position_error = _norm3(self.target_pos - box)
-        rotation_error = np.sqrt(_sum((r["target_mat"][:, :6] - r["box_mat"][:, :6]) ** 2))
-        gripper_error = _norm3(box - gripper)
+        position_error = norm3(self.target_pos - box)
+        rotation_error = np.sqrt(ordered_sum((r["target_mat"][:, :6] - r["box_mat"][:, :6]) ** 2))
+        gripper_error = norm3(box - gripper)
         self.reached_box = np.maximum(self.reached_box, (gripper_error < REACHED_BOX_M).astype(np.float64))
-        arm_error = np.sqrt(_sum((r["qpos"][:, self.arm_qpos] - self.init_arm) ** 2))
+        arm_error = np.sqrt(ordered_sum((r["qpos"][:, self.arm_qpos] - self.init_arm) ** 2))
         zero = np.zeros(self.num_envs)
         box_error = POSITION_WEIGHT * position_error + ROTATION_WEIGHT * rotation_error
         terms = {
-            "gripper_box": 1.0 - _tanh(TANH_GAIN * gripper_error),
-            "box_target": (1.0 - _tanh(TANH_GAIN * box_error)) * self.reached_box,
+            "gripper_box": 1.0 - libm(math.tanh, TANH_GAIN * gripper_error),
+            "box_target": (1.0 - libm(math.tanh, TANH_GAIN * box_error)) * self.reached_box,
             "no_floor_collision": np.where((r["sensordata"][:, self.floor_sensors] > 0.0).any(axis=1), 0.0, 1.0),
             "no_box_collision": zero,
             "no_barrier_collision": zero,
-            "robot_target_qpos": 1.0 - _tanh(arm_error),
+            "robot_target_qpos": 1.0 - libm(math.tanh, arm_error),
             "lifted": zero,
             "success": zero,
         }
@@ -261,8 +248,3 @@ class PandaPickCube(PlaygroundPort):
             ],
             axis=1,
         )
-
-
-def _norm3(v: np.ndarray) -> np.ndarray:
-    """Row norms of [n, 3], written out as the C++'s Norm3 does."""
-    return np.sqrt(v[:, 0] * v[:, 0] + v[:, 1] * v[:, 1] + v[:, 2] * v[:, 2])
