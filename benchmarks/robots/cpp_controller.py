@@ -9,7 +9,10 @@ Builds the C++ example into `build` first when its binary is missing (CMake, a C
 torch and mujoco wheels' libraries). Writes cpp_controller.json and cpp_controller.md into `out`
 (default: the export's folder). Both loops are the same arithmetic (tests/deploy/test_export.py checks
 them step for step); a walking gait is chaotic, so over hundreds of steps float rounding can part
-them, and the table shows by how much that moves the figures.
+them, and the table shows by how much that moves the figures. A policy with a gait clock runs it at
+the middle of its frequency range. An export whose policy reads no command (PandaPickCube) is
+refused: there is no tracking to compare; so is one whose policy reads no base velocity and gravity
+(Spot), whose tracking the loops cannot measure from the observation.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from benchmarks.common import ROOT, markdown_table, parse_args, versions, write_
 
 DEFAULTS = {"export": "", "steps": 500, "build": "build/cpp", "out": ""}
 
-# Commands within Go1 joystick's ranges (vx, vy, yaw rate): standing, each planar direction, turning.
+# Commands within every joystick robot's ranges (vx, vy, yaw rate): standing, each planar direction, turning.
 COMMANDS = [
     ("stand", (0.0, 0.0, 0.0)),
     ("forward 0.5 m/s", (0.5, 0.0, 0.0)),
@@ -36,6 +39,8 @@ COMMANDS = [
     ("turn right 0.8 rad/s", (0.0, 0.0, -0.8)),
     ("backward and turning", (-0.5, 0.0, 0.5)),
 ]
+# The observation elements both loops measure the tracking error and falls from.
+MEASURED = ("linvel:x", "linvel:y", "gravity:z")
 RESULT = re.compile(r"tracking: planar ([\d.]+) m/s, yaw ([\d.]+) rad/s over \d+ steps; (no fall|fell at step (\d+))")
 
 
@@ -54,6 +59,12 @@ def build_controller(build: Path) -> Path:
     return binary
 
 
+def gait_frequency_hz(metadata: dict) -> float | None:
+    """The middle of the gait clock's frequency range, for a policy that reads a clock."""
+    gait = metadata["robot"].get("gait_phase")
+    return None if gait is None else sum(gait["frequency_hz_range"]) / 2
+
+
 def model_path(metadata: dict) -> str:
     from ppo_control.envs import envpool_backend
     from ppo_control.robots import playground
@@ -70,20 +81,31 @@ def main(argv: list[str]) -> None:
     import numpy as np
     import torch
 
-    from ppo_control.deploy.controller import drive
+    from ppo_control.deploy.controller import RobotContract, drive
 
     export = Path(args["export"])
     extra = {"metadata.json": ""}
     policy = torch.jit.load(str(export), _extra_files=extra)
     metadata = json.loads(extra["metadata.json"])
-    xml, steps = model_path(metadata), int(args["steps"])
+    if not metadata.get("robot", {}).get("command_names"):
+        print(f"error: {export}'s policy reads no command ({metadata.get('task')}): there is no tracking to compare", file=sys.stderr)
+        raise SystemExit(2)
+    if not set(MEASURED) <= set(RobotContract.from_metadata(metadata).elements):
+        print(
+            f"error: {export}'s policy does not read {', '.join(MEASURED)} ({metadata.get('task')}): both loops measure tracking and"
+            " falls from those elements; compare this export with sim2sim instead",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+    xml, steps, frequency = model_path(metadata), int(args["steps"]), gait_frequency_hz(metadata)
+    clock = [] if frequency is None else ["--gait-frequency", str(frequency)]
     binary = build_controller(Path(args["build"]))
     torch.set_num_threads(1)  # the C++ loop runs libtorch on one thread
     rows = []
     for name, command in COMMANDS:
         started = time.perf_counter()
         out = subprocess.run(
-            [str(binary), str(export), xml, "--command", *map(str, command), "--steps", str(steps)],
+            [str(binary), str(export), xml, "--command", *map(str, command), "--steps", str(steps), *clock],
             capture_output=True,
             text=True,
             check=True,
@@ -91,7 +113,7 @@ def main(argv: list[str]) -> None:
         cpp_s = time.perf_counter() - started
         planar, yaw, _, fell = RESULT.search(out).groups()
         started = time.perf_counter()
-        python = drive(policy, xml, metadata, np.array(command), steps)
+        python = drive(policy, xml, metadata, np.array(command), steps, gait_frequency_hz=frequency)
         python_s = time.perf_counter() - started
         rows.append(
             {

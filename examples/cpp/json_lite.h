@@ -3,6 +3,7 @@
 // this keeps the examples free of dependencies beyond libtorch and MuJoCo.
 #pragma once
 
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -50,6 +51,42 @@ struct Value {
     std::vector<std::string> out;
     for (const Value& v : array) out.push_back(v.as_string());
     return out;
+  }
+
+  // Compact JSON with the object keys in order (std::map): equal values give equal text, so the
+  // text can key a map of values.
+  std::string dump() const {
+    switch (kind) {
+      case Kind::Null: return "null";
+      case Kind::Bool: return boolean ? "true" : "false";
+      case Kind::Number: {
+        char text[32];
+        std::snprintf(text, sizeof(text), "%.17g", number);
+        return text;
+      }
+      case Kind::String: return quoted(string);
+      case Kind::Array: {
+        std::string out = "[";
+        for (const Value& v : array) out += (out.size() > 1 ? "," : "") + v.dump();
+        return out + "]";
+      }
+      case Kind::Object: {
+        std::string out = "{";
+        for (const auto& [key, v] : object) out += (out.size() > 1 ? "," : "") + quoted(key) + ":" + v.dump();
+        return out + "}";
+      }
+    }
+    return "null";
+  }
+
+ private:
+  static std::string quoted(const std::string& text) {
+    std::string out = "\"";
+    for (const char c : text) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    return out + "\"";
   }
 };
 

@@ -4,7 +4,7 @@ action, the last targets, the command, a gait clock, histories of readings), how
 contract's `robot.action_rule`) and which gains the PD loop has.
 
 This is what `sim2sim` runs in a plain MuJoCo model, and what examples/cpp/robot_controller.cpp
-does in C++ for the default_pose rule: neither reads anything from the training code or the envs,
+does in C++, every source kind and action rule alike: neither reads anything from the training code or the envs,
 so a contract the metadata gets wrong (a joint order, a default pose, a gain, a control period)
 shows as a policy that no longer drives the robot. The vocabulary of `robot.observation_sources`
 (and its parser, `source_of`) is in ppo_control/robots/playground.py.

@@ -4,7 +4,8 @@ Two real runs: HalfCheetah (obs normalization on, 6-D actions; exported from a c
 head is scaled up so actions saturate and the action clip matters) and InvertedPendulum with
 normalize.obs=false (the normalization-skipped path). The exported files are evaluated in a
 subprocess that cannot import ppo_control, against outputs the package computed here. A third run,
-Hopper with observation history, checks the stateful export step by step from C++.
+Hopper with observation history, checks the stateful export step by step from C++. The C++ robot
+controller loop steps Go1, T1, Spot and Panda exports as ppo_control.deploy.controller does.
 """
 
 import hashlib
@@ -415,6 +416,12 @@ def cpp_binary(cpp_build) -> Path:
     return cpp_build["binary"]
 
 
+def cpp_controller(cpp_build) -> Path:
+    """The built robot_controller (examples/cpp/robot_controller.cpp), once the build has finished."""
+    cpp_binary(cpp_build)
+    return cpp_build["controller"]
+
+
 def write_observations(path: Path, rows) -> None:
     """One line per row ("reset" stays as it is), numbers with %.9g so float32 values round-trip."""
     lines = [row if isinstance(row, str) else " ".join(f"{x:.9g}" for x in np.asarray(row).tolist()) for row in rows]
@@ -484,22 +491,68 @@ def test_cpp_example_runs_a_go1_export_with_its_joint_names(cpp_build, go1_expor
     np.testing.assert_allclose(actions, load_policy(policy)(obs), rtol=0, atol=ATOL)
 
 
-def go1_model_path(name: str = "Go1JoystickFlatTerrain") -> str:
+def robot_model_path(env_id_or_name: str) -> str:
+    """The robot's model in envpool's asset package: the XML its training ran on."""
     from ppo_control.envs import envpool_backend
     from ppo_control.robots import playground
 
-    task = playground.robot_task(name)
+    task = playground.robot_task(env_id_or_name)
     return playground.model_path(task, envpool_backend.spec_config(task.env_id, {})["base_path"])
 
 
-def python_controller_trace(policy_path: Path, xml: str, command: list[float], steps: int) -> list[np.ndarray]:
-    """ppo_control.deploy.controller's loop on a plain MuJoCo model: (observation, action) per step."""
+def load_export(export: Path) -> tuple[torch.jit.ScriptModule, dict]:
+    """The exported module and its metadata.json."""
+    extra = {"metadata.json": ""}
+    module = torch.jit.load(str(export), _extra_files=extra)
+    return module, json.loads(extra["metadata.json"])
+
+
+def steps_in_cpp_and_python(binary: Path, export: Path, command: list[float], steps: int, gait_frequency_hz: float | None = None):
+    """examples/cpp/robot_controller.cpp and ppo_control.deploy.controller's drive on the export's
+    robot model from its home keyframe: (C++ [steps, obs_dim + action_dim], Python the same, the C++'s
+    output), each row a step's observation after its physics and the action that started it."""
+    module, metadata = load_export(export)
+    xml = robot_model_path(metadata["env_id"])
+    args = [str(binary), str(export), xml, "--steps", str(steps), "--trace"]
+    args += ["--command", *map(str, command)] if command else []  # a robot without a joystick takes none
+    args += ["--gait-frequency", str(gait_frequency_hz)] if gait_frequency_hz is not None else []
+    result = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = [line.split() for line in result.stdout.splitlines() if line.startswith("step ")]
+    cpp = np.array([[float(v) for v in line[2:] if v not in ("obs", "action")] for line in lines], dtype=np.float32)
     from ppo_control.deploy.controller import drive
 
-    extra = {"metadata.json": ""}
-    policy = torch.jit.load(str(policy_path), _extra_files=extra)
-    run = drive(policy, xml, json.loads(extra["metadata.json"]), np.asarray(command), steps)
-    return [np.concatenate([obs, action]) for obs, action in zip(run.observations, run.actions)]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the C++ loop runs libtorch on one thread: the same arithmetic
+    try:
+        python = drive(module, xml, metadata, np.asarray(command, dtype=np.float64), steps, gait_frequency_hz=gait_frequency_hz)
+    finally:
+        torch.set_num_threads(threads)
+    return cpp, np.concatenate([python.observations, python.actions], axis=1), result.stdout
+
+
+def assert_cpp_steps_as_python(binary: Path, export: Path, command: list[float], steps: int, gait_frequency_hz: float | None = None):
+    """Both controllers give the same observations and actions at every step; (the C++'s
+    observations, its actions, its output)."""
+    cpp, python, out = steps_in_cpp_and_python(binary, export, command, steps, gait_frequency_hz)
+    assert cpp.shape == python.shape and len(cpp) == steps
+    np.testing.assert_allclose(cpp, python, rtol=0, atol=1e-5)
+    obs_dim = len(policy_elements(export))
+    return cpp[:, :obs_dim], cpp[:, obs_dim:], out
+
+
+def policy_elements(export: Path) -> tuple[str, ...]:
+    from ppo_control.deploy.controller import RobotContract
+
+    return RobotContract.from_metadata(load_export(export)[1]).elements
+
+
+def with_metadata(export: Path, path: Path, edit) -> Path:
+    """`export`'s module saved at `path` with its metadata changed by `edit`."""
+    module, metadata = load_export(export)
+    edit(metadata["robot"])
+    torch.jit.save(module, str(path), _extra_files={"metadata.json": json.dumps(metadata)})
+    return path
 
 
 @pytest.mark.slow
@@ -507,31 +560,16 @@ def test_cpp_robot_controller_steps_go1_as_the_python_controller_does(cpp_build,
     """examples/cpp/robot_controller.cpp drives the Go1 model on MuJoCo's C API through the export's
     metadata alone, step for step as ppo_control.deploy.controller does in Python; an export whose joint
     order does not match the model is refused."""
-    cpp_binary(cpp_build)
-    binary, xml, command = cpp_build["controller"], go1_model_path(), ["-0.5", "0.2", "0.3"]
-    result = subprocess.run(
-        [str(binary), str(go1_export), xml, "--command", *command, "--steps", "100", "--trace"], capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr
-    lines = [line.split() for line in result.stdout.splitlines() if line.startswith("step ")]
-    cpp = [np.array([float(v) for v in line[2:] if v not in ("obs", "action")], dtype=np.float32) for line in lines]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the C++ loop runs libtorch on one thread: the same arithmetic
-    try:
-        python = python_controller_trace(go1_export, xml, [float(v) for v in command], 100)
-    finally:
-        torch.set_num_threads(threads)
-    assert len(cpp) == len(python) == 100
-    np.testing.assert_allclose(np.array(cpp), np.array(python), rtol=0, atol=1e-5)
-    assert "tracking: planar" in result.stdout
+    binary = cpp_controller(cpp_build)
+    _, _, out = assert_cpp_steps_as_python(binary, go1_export, [-0.5, 0.2, 0.3], 100)
+    assert "tracking: planar" in out
 
-    extra = {"metadata.json": ""}
-    module = torch.jit.load(str(go1_export), _extra_files=extra)
-    metadata = json.loads(extra["metadata.json"])
-    names = metadata["robot"]["joint_names"]
-    names[0], names[3] = names[3], names[0]
-    swapped = tmp_path / "swapped.pt"
-    torch.jit.save(module, str(swapped), _extra_files={"metadata.json": json.dumps(metadata)})
+    def swap_first_hips(robot: dict) -> None:
+        names = robot["joint_names"]
+        names[0], names[3] = names[3], names[0]
+
+    swapped = with_metadata(go1_export, tmp_path / "swapped.pt", swap_first_hips)
+    xml = robot_model_path("Go1JoystickFlatTerrain")
     refused = subprocess.run([str(binary), str(swapped), xml, "--steps", "5"], capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "actuator 0 does not drive FL_hip_joint" in refused.stderr
 
@@ -544,35 +582,70 @@ def test_cpp_robot_controller_runs_t1s_gait_clock_as_the_python_controller_does(
     overrides = ("task=T1JoystickFlatTerrain", "env.n_envs=2", "ppo.rollout_steps=8", "ppo.minibatches=2", "total_steps=16")
     finish(popen_module("ppo_control.train", *overrides, "eval.episodes=1", "env.max_episode_steps=10", f"run_dir={run_dir}"))
     finish(popen_module("ppo_control.export", f"run={run_dir}"))
-    export, xml = run_dir / "export" / "policy.pt", go1_model_path("T1JoystickFlatTerrain")
-    binary = cpp_binary(cpp_build).parent / "robot_controller"
-    for command in (["0", "0", "0"], ["0.5", "0", "0.2"]):  # the clock held, the clock running
-        args = [str(binary), str(export), xml, "--command", *command, "--gait-frequency", "1.5", "--steps", "20", "--trace"]
-        result = subprocess.run(args, capture_output=True, text=True, timeout=120)
-        assert result.returncode == 0, result.stderr
-        lines = [line.split() for line in result.stdout.splitlines() if line.startswith("step ")]
-        cpp = np.array([[float(v) for v in line[2:] if v not in ("obs", "action")] for line in lines], dtype=np.float32)
-        extra = {"metadata.json": ""}
-        policy = torch.jit.load(str(export), _extra_files=extra)
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            from ppo_control.deploy.controller import drive
-
-            python = drive(policy, xml, json.loads(extra["metadata.json"]), np.array(command, dtype=float), 20, gait_frequency_hz=1.5)
-        finally:
-            torch.set_num_threads(threads)
-        np.testing.assert_allclose(cpp, np.concatenate([python.observations, python.actions], axis=1), rtol=0, atol=1e-5)
-        names = policy_elements(extra["metadata.json"])
-        clock = cpp[1:, [i for i, name in enumerate(names) if name.startswith("phase_cos:")]]
-        held = command == ["0", "0", "0"]
+    export = run_dir / "export" / "policy.pt"
+    binary = cpp_controller(cpp_build)
+    names = policy_elements(export)
+    for command in ([0.0, 0.0, 0.0], [0.5, 0.0, 0.2]):  # the clock held, the clock running
+        observations, _, _ = assert_cpp_steps_as_python(binary, export, command, 20, gait_frequency_hz=1.5)
+        clock = observations[1:, [i for i, name in enumerate(names) if name.startswith("phase_cos:")]]
+        held = not any(command)
         assert np.all(clock == -1.0) == held  # cos(pi) on both feet from the first advance on, or a running clock
 
 
-def policy_elements(metadata_json: str) -> tuple[str, ...]:
-    from ppo_control.deploy.controller import RobotContract
+@pytest.mark.slow
+def test_cpp_robot_controller_drives_the_trained_go1_trot_as_the_python_controller_does(cpp_build):
+    """The committed Go1 trot export: a trained quadruped with a gait clock walks forward alike in
+    C++ and Python."""
+    binary = cpp_controller(cpp_build)
+    export = ROOT / "benchmarks" / "results" / "robots" / "go1-trot" / "s0" / "policy.pt"
+    frequency = load_export(export)[1]["robot"]["gait_phase"]["frequency_hz_range"][0]
+    _, _, out = assert_cpp_steps_as_python(binary, export, [0.5, 0.0, 0.0], 100, gait_frequency_hz=frequency)
+    assert "no fall" in out
 
-    return RobotContract.from_metadata(json.loads(metadata_json)).elements
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["SpotFlatTerrainJoystick", "SpotFlatTerrainJoystickTrot"])
+def test_cpp_robot_controller_keeps_spots_joint_error_history_as_the_python_controller_does(cpp_build, tmp_path, task):
+    """Spot's contract (its feet keyed by foot, the joint errors against the held targets over the
+    last three observations, zero targets after the keyframe, the trot variant's clock) read alike
+    in C++ and Python; the history the C++ keeps moves one observation per step."""
+    from tests.deploy.test_sim2sim import spot_export
+
+    export, _ = spot_export(tmp_path / "spot.pt", task)
+    gait = load_export(export)[1]["robot"].get("gait_phase")
+    frequency = gait["frequency_hz_range"][0] if gait else None
+    binary = cpp_controller(cpp_build)
+    observations, _, _ = assert_cpp_steps_as_python(binary, export, [0.5, 0.0, 0.3], 30, gait_frequency_hz=frequency)
+    names = policy_elements(export)
+    newest, older = ([names.index(f"qpos_error_hist{age}:fl_kn") for age in ages] for ages in ((0, 1), (1, 2)))
+    np.testing.assert_array_equal(observations[1:, older], observations[:-1, newest])
+    assert np.all(observations[:, names.index("qpos_error_hist0:fl_kn")] != 0.0)
+
+
+@pytest.mark.slow
+def test_cpp_robot_controller_moves_the_pandas_previous_targets_as_the_python_controller_does(cpp_build, tmp_path):
+    """The committed Panda export: its incremental targets from the home keyframe's, clipped to the
+    ctrl range, the gripper site, and as perception the box's free joint and the mocap target, read
+    alike in C++ and Python; a rule no controller here drives is refused in one line."""
+    binary = cpp_controller(cpp_build)
+    export = ROOT / "benchmarks" / "results" / "robots" / "panda-tanh" / "PandaPickCube-s0" / "policy.pt"
+    observations, actions, out = assert_cpp_steps_as_python(binary, export, [], 30)
+    assert "perception" in out and " qpos:box " in out and "the policy reads no command" in out
+    # the targets the C++ holds (target minus joint position, plus the joint position) move by the
+    # scaled action from the previous ones, starting at robot.initial_target, within robot.ctrl_range
+    robot, names = load_export(export)[1]["robot"], policy_elements(export)
+    joints = robot["joint_names"]
+    held = observations[:, [names.index(f"target_minus_qpos:{j}") for j in joints]].astype(np.float64)
+    held += observations[:, [names.index(f"qpos:{j}") for j in joints]]
+    previous = np.vstack([robot["initial_target"], held[:-1]])
+    low, high = np.array(robot["ctrl_range"]).T
+    np.testing.assert_allclose(held, np.clip(previous + robot["action_scale"] * actions, low, high), rtol=0, atol=1e-6)
+
+    current_qpos = with_metadata(export, tmp_path / "current_qpos.pt", lambda robot: robot.update(action_rule="current_qpos"))
+    xml = robot_model_path("PandaPickCube")
+    refused = subprocess.run([str(binary), str(current_qpos), xml], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2
+    assert refused.stderr == "error: robot.action_rule is current_qpos: this controller drives default_pose and previous_target\n"
 
 
 def onnx_installed() -> bool:
