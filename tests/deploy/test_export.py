@@ -547,12 +547,13 @@ def policy_elements(export: Path) -> tuple[str, ...]:
     return RobotContract.from_metadata(load_export(export)[1]).elements
 
 
-def with_metadata(export: Path, path: Path, edit) -> Path:
-    """`export`'s module saved at `path` with its metadata changed by `edit`."""
-    module, metadata = load_export(export)
+def with_robot_edited(export: Path, path: Path, edit) -> Path:
+    """`export`'s module saved at `path` with its metadata's robot block changed by `edit`."""
+    from benchmarks.robots.sim2sim_suite import with_metadata
+
+    metadata = load_export(export)[1]
     edit(metadata["robot"])
-    torch.jit.save(module, str(path), _extra_files={"metadata.json": json.dumps(metadata)})
-    return path
+    return with_metadata(export, metadata, path)
 
 
 @pytest.mark.slow
@@ -568,7 +569,7 @@ def test_cpp_robot_controller_steps_go1_as_the_python_controller_does(cpp_build,
         names = robot["joint_names"]
         names[0], names[3] = names[3], names[0]
 
-    swapped = with_metadata(go1_export, tmp_path / "swapped.pt", swap_first_hips)
+    swapped = with_robot_edited(go1_export, tmp_path / "swapped.pt", swap_first_hips)
     xml = robot_model_path("Go1JoystickFlatTerrain")
     refused = subprocess.run([str(binary), str(swapped), xml, "--steps", "5"], capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "actuator 0 does not drive FL_hip_joint" in refused.stderr
@@ -641,7 +642,7 @@ def test_cpp_robot_controller_moves_the_pandas_previous_targets_as_the_python_co
     low, high = np.array(robot["ctrl_range"]).T
     np.testing.assert_allclose(held, np.clip(previous + robot["action_scale"] * actions, low, high), rtol=0, atol=1e-6)
 
-    current_qpos = with_metadata(export, tmp_path / "current_qpos.pt", lambda robot: robot.update(action_rule="current_qpos"))
+    current_qpos = with_robot_edited(export, tmp_path / "current_qpos.pt", lambda robot: robot.update(action_rule="current_qpos"))
     xml = robot_model_path("PandaPickCube")
     refused = subprocess.run([str(binary), str(current_qpos), xml], capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2

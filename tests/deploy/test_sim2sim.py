@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.robots.sim2sim_suite import with_metadata
 from ppo_control.config import ConfigError, compose
 from ppo_control.config.errors import UserError
 from ppo_control.deploy.contract import controller_contract
@@ -198,12 +199,10 @@ def test_a_walking_go1_export_is_driven_by_its_metadata_and_stops_walking_when_i
     without falling much; the same file with the thighs' default pose 0.3 rad off, a complete and
     self-consistent contract that is wrong, falls."""
     nominal = sim2sim(export=str(WALKER), episodes=8, seed=1_000_000, out=str(tmp_path / "nominal.json"))
-    extra = {"metadata.json": ""}
-    module = torch.jit.load(str(WALKER), _extra_files=extra)
-    meta = json.loads(extra["metadata.json"])
+    meta = load_policy(WALKER).metadata
     robot = meta["robot"]
     robot["default_pose"] = [v + 0.3 * ("thigh" in name) for v, name in zip(robot["default_pose"], robot["joint_names"])]
-    torch.jit.save(module, str(tmp_path / "lying.pt"), _extra_files={"metadata.json": json.dumps(meta)})
+    with_metadata(WALKER, meta, tmp_path / "lying.pt")
     lying = sim2sim(export=str(tmp_path / "lying.pt"), episodes=8, seed=1_000_000, out=str(tmp_path / "lying.json"))
     assert nominal["fall_rate"] <= 0.25 and nominal["diagnostics"]["tracking_error_lin"] < 0.6
     assert lying["fall_rate"] >= 0.75 and lying["return_mean"] < nominal["return_mean"] - 10
