@@ -65,11 +65,12 @@ def gait_frequency_hz(metadata: dict) -> float | None:
     return None if gait is None else sum(gait["frequency_hz_range"]) / 2
 
 
-def model_path(metadata: dict) -> str:
+def model_path(env_id_or_name: str) -> str:
+    """The robot's model in envpool's asset package: the XML its training ran on."""
     from ppo_control.envs import envpool_backend
     from ppo_control.robots import playground
 
-    task = playground.robot_task(metadata["env_id"])
+    task = playground.robot_task(env_id_or_name)
     return playground.model_path(task, envpool_backend.spec_config(task.env_id, {})["base_path"])
 
 
@@ -97,7 +98,7 @@ def main(argv: list[str]) -> None:
             file=sys.stderr,
         )
         raise SystemExit(2)
-    xml, steps, frequency = model_path(metadata), int(args["steps"]), gait_frequency_hz(metadata)
+    xml, steps, frequency = model_path(metadata["env_id"]), int(args["steps"]), gait_frequency_hz(metadata)
     clock = [] if frequency is None else ["--gait-frequency", str(frequency)]
     binary = build_controller(Path(args["build"]))
     torch.set_num_threads(1)  # the C++ loop runs libtorch on one thread

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.robots.cpp_controller import model_path
 from tests.helpers import ROOT, TINY, run_module
 
 ATOL = 1e-5
@@ -491,15 +492,6 @@ def test_cpp_example_runs_a_go1_export_with_its_joint_names(cpp_build, go1_expor
     np.testing.assert_allclose(actions, load_policy(policy)(obs), rtol=0, atol=ATOL)
 
 
-def robot_model_path(env_id_or_name: str) -> str:
-    """The robot's model in envpool's asset package: the XML its training ran on."""
-    from ppo_control.envs import envpool_backend
-    from ppo_control.robots import playground
-
-    task = playground.robot_task(env_id_or_name)
-    return playground.model_path(task, envpool_backend.spec_config(task.env_id, {})["base_path"])
-
-
 def load_export(export: Path) -> tuple[torch.jit.ScriptModule, dict]:
     """The exported module and its metadata.json."""
     extra = {"metadata.json": ""}
@@ -512,7 +504,7 @@ def steps_in_cpp_and_python(binary: Path, export: Path, command: list[float], st
     robot model from its home keyframe: (C++ [steps, obs_dim + action_dim], Python the same, the C++'s
     output), each row a step's observation after its physics and the action that started it."""
     module, metadata = load_export(export)
-    xml = robot_model_path(metadata["env_id"])
+    xml = model_path(metadata["env_id"])
     args = [str(binary), str(export), xml, "--steps", str(steps), "--trace"]
     args += ["--command", *map(str, command)] if command else []  # a robot without a joystick takes none
     args += ["--gait-frequency", str(gait_frequency_hz)] if gait_frequency_hz is not None else []
@@ -570,7 +562,7 @@ def test_cpp_robot_controller_steps_go1_as_the_python_controller_does(cpp_build,
         names[0], names[3] = names[3], names[0]
 
     swapped = with_robot_edited(go1_export, tmp_path / "swapped.pt", swap_first_hips)
-    xml = robot_model_path("Go1JoystickFlatTerrain")
+    xml = model_path("Go1JoystickFlatTerrain")
     refused = subprocess.run([str(binary), str(swapped), xml, "--steps", "5"], capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "actuator 0 does not drive FL_hip_joint" in refused.stderr
 
@@ -643,7 +635,7 @@ def test_cpp_robot_controller_moves_the_pandas_previous_targets_as_the_python_co
     np.testing.assert_allclose(held, np.clip(previous + robot["action_scale"] * actions, low, high), rtol=0, atol=1e-6)
 
     current_qpos = with_robot_edited(export, tmp_path / "current_qpos.pt", lambda robot: robot.update(action_rule="current_qpos"))
-    xml = robot_model_path("PandaPickCube")
+    xml = model_path("PandaPickCube")
     refused = subprocess.run([str(binary), str(current_qpos), xml], capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2
     assert refused.stderr == "error: robot.action_rule is current_qpos: this controller drives default_pose and previous_target\n"
