@@ -13,6 +13,10 @@ rad/s, else "small"). Per bucket:
 - return, value, value error: the discounted return that followed each step (the run's gamma,
   terminations cut, the rollout's end bootstrapped with the critic) against the critic's value of the
   step, both in raw reward units (the critic's output times the reward scaler's scale).
+Per checkpoint (`actions`): the share of the steps at which the deterministic action (the mean,
+clipped or squashed) sits at its bound (within 1% of the range), overall and per joint, and the
+mean log-std: a Gaussian whose mean has left the bounds holds those joints at a fixed target, and
+its samples there are clipped to one value, so they explore nothing.
 """
 
 from __future__ import annotations
@@ -58,11 +62,15 @@ def rollout(policy, envs, where, steps: int, seed: int, value_scale: float):
     """`where`: the task's TrackingIndices (the command's columns and the clean measurements')."""
     torch.manual_seed(seed)  # the sampled actions, reproducible from the seed
     obs = envs.reset(seed=seed)
-    record = {key: [] for key in ("command", "measured", "value", "reward", "terminated", "truncated")}
+    record = {key: [] for key in ("command", "measured", "value", "reward", "terminated", "truncated", "at_bound")}
+    margin = 0.01 * (policy.action_high - policy.action_low)
     with torch.inference_mode():
         for _ in range(steps):
             tensor = torch.as_tensor(obs)
             action, _ = policy.sample_action(tensor)
+            mean, _ = policy.deterministic_step(tensor)
+            at_bound = (mean <= policy.action_low + margin) | (mean >= policy.action_high - margin)
+            record["at_bound"].append(at_bound.numpy().astype(np.float64))
             record["value"].append(policy.value(policy.normalize(tensor)).numpy().reshape(-1) * value_scale)
             record["command"].append(where.commanded(obs))
             result = envs.step(policy.env_action(action).numpy())
@@ -105,6 +113,15 @@ def summarize(record, last_value, gamma: float) -> dict[str, dict[str, float]]:
     return out
 
 
+def action_summary(record, policy) -> dict[str, float | list[float]]:
+    per_joint = record["at_bound"].mean(axis=(0, 1))
+    return {
+        "at_bound_share": float(per_joint.mean()),
+        "at_bound_per_joint": [round(float(x), 3) for x in per_joint],
+        "log_std_mean": float(policy.log_std.detach().mean()),
+    }
+
+
 def main(argv: list[str]) -> None:
     args = parse_args(argv, DEFAULTS, __doc__)
     run = run_directory(args)
@@ -126,9 +143,10 @@ def main(argv: list[str]) -> None:
             envs.close()
         step = int(path.stem.split("_")[1])
         report[step] = summarize(record, last_value, float(cfg.ppo.gamma))
-        row = report[step]
+        row = dict(report[step])
+        report[step]["actions"] = actions = action_summary(record, policy)
         print(
-            f"{step:>10,}  "
+            f"{step:>10,}  at bound {actions['at_bound_share']:.2f}  log-std {actions['log_std_mean']:+.2f}  "
             + "  ".join(
                 f"{name} resp {row[name].get('response', float('nan')):+.2f} falls {row[name]['falls_per_1000_steps']:.1f}" for name in row
             ),
