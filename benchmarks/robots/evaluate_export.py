@@ -31,26 +31,24 @@ def evaluate_export(run: Path, export: Path, episodes: int, zero_actions: bool =
     from omegaconf import OmegaConf
 
     from ppo_control.deploy.loading import load_policy
-    from ppo_control.envs.observations import POLICY, group_index, needs_privileged
-    from ppo_control.rl.episodes import EpisodeLoop, Episodes, PolicyMemory, numpy_act
-    from ppo_control.rl.evaluation import EVAL_SEED_OFFSET, Evaluation, make_eval_envs
+    from ppo_control.envs.observations import group_index, needs_privileged
+    from ppo_control.rl.episodes import PolicyMemory, numpy_act
+    from ppo_control.rl.evaluation import EVAL_SEED_OFFSET, evaluate_act, make_eval_envs
     from ppo_control.runs.layout import CONFIG_FILE
 
     cfg = OmegaConf.load(run / CONFIG_FILE)
     policy = load_policy(export)
     if int(policy.metadata.get("history", 1)) > 1 or policy.metadata.get("rnn", "none") != "none":
         # its state is the whole batch's, restarted together, where sub-envs end episodes apart
-        raise SystemExit(f"error: {export} keeps observation history or a recurrent state; evaluate its run, or run sim2sim on it")
+        print(f"error: {export} keeps observation history or a recurrent state; evaluate its run, or run sim2sim on it", file=sys.stderr)
+        raise SystemExit(2)
     # The privileged group, as in training, so that measures read from it (Go1Getup's height) exist.
     envs = make_eval_envs(cfg.env, episodes, None, needs_privileged(cfg.policy), "cpu")
     try:
-        actor = group_index(envs.info.groups, list(cfg.policy.actor_obs) or [POLICY], "policy.actor_obs")
+        actor = group_index(envs.info.groups, list(cfg.policy.actor_obs), "policy.actor_obs")
         actions = policy if actor is None else lambda obs: policy(obs[:, actor])
         act = numpy_act((lambda obs: 0.0 * actions(obs)) if zero_actions else actions)
-        loop = EpisodeLoop(envs, act, PolicyMemory())
-        loop.reset(int(cfg.seed) + EVAL_SEED_OFFSET)
-        policy.reset()
-        evaluation = Evaluation.of(loop.run(Episodes.spread(episodes, envs.num_envs)))
+        evaluation = evaluate_act(envs, act, PolicyMemory(), episodes, int(cfg.seed) + EVAL_SEED_OFFSET)
     finally:
         envs.close()
     policy_name = "zero actions" if zero_actions else str(export)

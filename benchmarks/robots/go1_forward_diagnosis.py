@@ -142,9 +142,9 @@ def main(argv: list[str]) -> None:
         finally:
             envs.close()
         step = int(path.stem.split("_")[1])
-        report[step] = summarize(record, last_value, float(cfg.ppo.gamma))
-        row = dict(report[step])
-        report[step]["actions"] = actions = action_summary(record, policy)
+        row = summarize(record, last_value, float(cfg.ppo.gamma))
+        actions = action_summary(record, policy)
+        report[step] = {**row, "actions": actions}
         print(
             f"{step:>10,}  at bound {actions['at_bound_share']:.2f}  log-std {actions['log_std_mean']:+.2f}  "
             + "  ".join(

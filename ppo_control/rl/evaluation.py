@@ -98,7 +98,13 @@ def evaluate_episodes(
     episodes. Steps of a sub-env past its quota count in nothing.
     """
     act = policy.deterministic_step if deterministic else seeded_sampler(policy, seed, device)
-    loop = EpisodeLoop(envs, act, PolicyMemory(policy, envs.num_envs), device)
+    return evaluate_act(envs, act, PolicyMemory(policy, envs.num_envs), episodes, seed, device)
+
+
+def evaluate_act(envs: VecEnv, act: Act, memory: PolicyMemory, episodes: int, seed: int, device: torch.device | str = "cpu") -> Evaluation:
+    """`evaluate_episodes` for any `act` (an export's, `numpy_act`, with `PolicyMemory()`): the same
+    seeds and the same episodes per sub-env, so its numbers compare with `evaluate`'s."""
+    loop = EpisodeLoop(envs, act, memory, device)
     loop.reset(seed)
     return Evaluation.of(loop.run(Episodes.spread(episodes, envs.num_envs)))
 
