@@ -99,6 +99,7 @@ class PPOConfig:
     ent_coef: float = MISSING
     ent_schedule: str = MISSING
     vf_coef: float = MISSING
+    mirror_loss_coef: float = MISSING
     max_grad_norm: Optional[float] = MISSING
     target_kl: Optional[float] = MISSING
     normalize_adv: bool = MISSING

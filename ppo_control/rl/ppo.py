@@ -16,6 +16,7 @@ from torch import nn
 from ppo_control.config.errors import NonFiniteError
 from ppo_control.rl.distributed import Distributed
 from ppo_control.rl.storage import RolloutStorage
+from ppo_control.rl.symmetry import Mirror, mirror_loss
 
 MIN_ADAPTIVE_LR, MAX_ADAPTIVE_LR = 1e-6, 1e-2
 
@@ -26,7 +27,8 @@ class Batch:
 
     Feed-forward policies: flat [batch, ...] transitions. Recurrent ones: whole sequences
     [batch, L, ...], with the actor's state at each sequence's start (`states`) and where episodes
-    start inside them (`episode_starts`); shuffling and minibatches then move whole sequences."""
+    start inside them (`episode_starts`); shuffling and minibatches then move whole sequences.
+    With a mirror loss, `mirrored_obs` is each observation's mirror image, normalized."""
 
     obs: torch.Tensor
     actions: torch.Tensor
@@ -36,6 +38,7 @@ class Batch:
     returns: torch.Tensor
     states: torch.Tensor | None = None
     episode_starts: torch.Tensor | None = None
+    mirrored_obs: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.obs.shape[0]
@@ -56,8 +59,16 @@ class Batch:
         return [self._map(lambda x, k=k: x[k * size : (k + 1) * size]) for k in range(count)]
 
 
-def prepare_batch(policy: nn.Module, storage: RolloutStorage, last_values: torch.Tensor, gamma: float, gae_lambda: float) -> Batch:
-    """The rollout's log-probs and values in one batched pass, GAE, then flat [T*N, ...] tensors.
+def prepare_batch(
+    policy: nn.Module,
+    storage: RolloutStorage,
+    last_values: torch.Tensor,
+    gamma: float,
+    gae_lambda: float,
+    mirror: Mirror | None = None,
+) -> Batch:
+    """The rollout's log-probs and values in one batched pass, GAE, then flat [T*N, ...] tensors
+    (with `mirror`, also the observations' mirror images).
 
     Observations are normalized with the statistics the policy acted with (the caller updates the
     normalizer only after this), so the stored log-probs are those of the acting policy.
@@ -71,7 +82,13 @@ def prepare_batch(policy: nn.Module, storage: RolloutStorage, last_values: torch
         log_probs, _, values = policy.evaluate_actions(norm_obs, actions)
     advantages, returns = storage.compute_advantages(values.view(storage.num_steps, storage.num_envs), last_values, gamma, gae_lambda)
     return Batch(
-        obs=norm_obs, actions=actions, log_probs=log_probs, values=values, advantages=advantages.view(-1), returns=returns.view(-1)
+        obs=norm_obs,
+        actions=actions,
+        log_probs=log_probs,
+        values=values,
+        advantages=advantages.view(-1),
+        returns=returns.view(-1),
+        mirrored_obs=None if mirror is None else policy.normalize(mirror.observations(raw_obs)),
     )
 
 
@@ -132,10 +149,11 @@ def minibatch_loss(
     ent_coef: float | torch.Tensor,
     value_clip: float | None,
     normalize_advantages: bool,
+    mirror: Mirror | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One minibatch's loss to minimize, -surrogate + vf_coef * value loss - ent_coef * entropy,
-    with its diagnostics: (loss, [policy_loss, value_loss, entropy, clip_fraction], approx KL),
-    the last two detached.
+    """One minibatch's loss to minimize, -surrogate + vf_coef * value loss - ent_coef * entropy
+    (+ mirror.coef * the mirror loss, with `mirror`), with its diagnostics: (loss, [policy_loss,
+    value_loss, entropy, clip_fraction, mirror_loss], approx KL), the last two detached.
 
     Everything between the minibatch and `backward()` lives here, so that it is one unit:
     `PPOLearner(compiled=True)` hands this function to `torch.compile`, which fuses the policy's
@@ -151,11 +169,15 @@ def minibatch_loss(
     v_loss = value_loss(values, mb.values, mb.returns, value_clip)
     entropy_mean = entropy.mean()
     loss = policy_loss + vf_coef * v_loss - ent_coef * entropy_mean
+    m_loss = torch.zeros((), device=loss.device)
+    if mirror is not None:
+        m_loss = mirror_loss(policy, mb.obs, mb.mirrored_obs, mirror)
+        loss = loss + mirror.coef * m_loss
 
     with torch.no_grad():
         kl = approx_kl(log_ratio)
         clip_fraction = ((ratio - 1.0).abs() > clip_range).float().mean()
-        diagnostics = torch.stack([policy_loss, v_loss, entropy_mean, clip_fraction])
+        diagnostics = torch.stack([policy_loss, v_loss, entropy_mean, clip_fraction, m_loss.detach()])
     return loss, diagnostics, kl
 
 
@@ -170,9 +192,9 @@ def compiled_minibatch_loss() -> Callable[..., tuple[torch.Tensor, torch.Tensor,
     tensor, where as a float each new value would be compiled anew."""
     compiled = torch.compile(minibatch_loss, dynamic=False)
 
-    def loss(policy, mb, clip_range, vf_coef, ent_coef, value_clip, normalize_advantages):
+    def loss(policy, mb, clip_range, vf_coef, ent_coef, value_clip, normalize_advantages, mirror=None):
         ent_coef = torch.tensor(ent_coef, device=mb.obs.device)
-        return compiled(policy, mb, clip_range, vf_coef, ent_coef, value_clip, normalize_advantages)
+        return compiled(policy, mb, clip_range, vf_coef, ent_coef, value_clip, normalize_advantages, mirror)
 
     return loss
 
@@ -230,8 +252,8 @@ def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
 
 
 # The diagnostics an update averages over its minibatches, in the order minibatch_loss returns the
-# first four (the KL comes after the gradients' all-reduce).
-UPDATE_STATS = ("policy_loss", "value_loss", "entropy", "clip_fraction", "approx_kl")
+# first five (the KL comes after the gradients' all-reduce).
+UPDATE_STATS = ("policy_loss", "value_loss", "entropy", "clip_fraction", "mirror_loss", "approx_kl")
 
 
 @dataclass(frozen=True)
@@ -289,11 +311,13 @@ def ppo_update(
     sync: Distributed | None = None,
     ent_coef: float | None = None,
     loss_fn: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = minibatch_loss,
+    mirror: Mirror | None = None,
 ) -> dict[str, float]:
     """Run up to `hp.epochs` passes of `hp.minibatches` minibatches over `batch`.
 
     `hp` is the `ppo` config section; `ent_coef` (default `hp.ent_coef`) is this update's
-    entropy bonus, for a schedule; `loss_fn` is `minibatch_loss` or its compiled form. Before each
+    entropy bonus, for a schedule; `loss_fn` is `minibatch_loss` or its compiled form; `mirror`
+    adds the mirror loss (the batch must hold `mirrored_obs`). Before each
     minibatch's optimizer step the approximate KL of that minibatch is measured (averaged over
     ranks); once it exceeds the threshold the loop stops without taking that step. With `sync`,
     gradients are averaged over ranks every minibatch. Returns the diagnostics averaged over the
@@ -318,8 +342,8 @@ def ppo_update(
         # minibatch would cost more than the small networks' forward pass.
         order = torch.randperm(len(batch), generator=generator).to(batch.obs.device)
         for mb in batch.subset(order).minibatches(hp.minibatches):
-            loss, diagnostics, kl = loss_fn(policy, mb, s.clip_range, s.vf_coef, s.ent_coef, s.value_clip, s.normalize_minibatches)
-            totals[:4] += diagnostics
+            loss, diagnostics, kl = loss_fn(policy, mb, s.clip_range, s.vf_coef, s.ent_coef, s.value_clip, s.normalize_minibatches, mirror)
+            totals[:5] += diagnostics
             minibatches_seen += 1
             if not torch.isfinite(loss):
                 raise _non_finite_loss(diagnostics, epochs_run, minibatches_seen)
@@ -328,7 +352,7 @@ def ppo_update(
             # One all-reduce carries the gradients and this minibatch's KL, so every rank sees the
             # same averaged KL and stops (or steps) together. Single process: a no-op.
             kl = sync.average_gradients(params, kl.reshape(1))[0]
-            totals[4] += kl
+            totals[5] += kl
             if s.kl_limit is not None and float(kl) > s.kl_limit:
                 stopped_early = True
                 break
@@ -369,8 +393,10 @@ class PPOLearner:
         generator: torch.Generator,
         sync: Distributed | None = None,
         compiled: bool = False,
+        mirror: Mirror | None = None,
     ):
         self.policy, self.hp, self.total_steps, self.generator = policy, hp, total_steps, generator
+        self.mirror = mirror
         self.sync = sync or Distributed()
         self.optimizer = _adam(list(policy.parameters()), hp.learning_rate)
         self.loss_fn = compiled_minibatch_loss() if compiled and not policy.recurrent else minibatch_loss
@@ -404,7 +430,7 @@ class PPOLearner:
         lr = scheduled_learning_rate(self.hp.lr_schedule, self.hp.learning_rate, self.learning_rate, step, self.total_steps)
         ent_coef = scheduled_entropy_coef(self.hp.ent_schedule, self.hp.ent_coef, step, self.total_steps)
         set_learning_rate(self.optimizer, lr)
-        stats = ppo_update(self.policy, self.optimizer, batch, self.hp, self.generator, self.sync, ent_coef, self.loss_fn)
+        stats = ppo_update(self.policy, self.optimizer, batch, self.hp, self.generator, self.sync, ent_coef, self.loss_fn, self.mirror)
         if self.hp.lr_schedule == "adaptive":
             set_learning_rate(self.optimizer, adapt_learning_rate(lr, stats["approx_kl"], self.hp.target_kl))
         stats["learning_rate"] = lr

@@ -128,6 +128,9 @@ class RobotTask:
     # Where a controller reads each quantity of the policy's group on the MuJoCo model (see
     # `observation_sources`); quantities not here have no description yet.
     sources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The name tokens of the robot's left and right parts, in pairs (its mirror: symmetry.py);
+    # () where it has none.
+    sides: tuple[tuple[str, str], ...] = ()
 
     @property
     def policy_elements(self) -> tuple[str, ...]:
@@ -406,6 +409,9 @@ def _imu_sources(sensor_suffix: str, site: str) -> dict[str, dict[str, str]]:
     )
 
 
+_GO1_SIDES = (("FL", "FR"), ("RL", "RR"))
+
+
 def _go1_joystick(terrain: str) -> RobotTask:
     name = f"Go1Joystick{terrain}Terrain"
     return RobotTask(
@@ -422,11 +428,19 @@ def _go1_joystick(terrain: str) -> RobotTask:
         default_keyframe="home",
         gains_from="spec",
         sources=_imu_sources("", "imu"),
+        sides=_GO1_SIDES,
     )
 
 
 def _humanoid(
-    name: str, robot: str, joints: tuple[str, ...], feet: tuple[str, ...], keyframe: str, sensor_suffix: str = "", imu: str = "imu"
+    name: str,
+    robot: str,
+    joints: tuple[str, ...],
+    feet: tuple[str, ...],
+    keyframe: str,
+    sides: tuple[tuple[str, str], ...],
+    sensor_suffix: str = "",
+    imu: str = "imu",
 ) -> RobotTask:
     return RobotTask(
         name=name,
@@ -441,6 +455,7 @@ def _humanoid(
         xml=f"{_SRC}/locomotion/{robot}/xmls/scene_mjx_feetonly_flat_terrain.xml",
         default_keyframe=keyframe,
         sources=_imu_sources(sensor_suffix, imu),
+        sides=sides,
     )
 
 
@@ -459,6 +474,7 @@ _TASKS = (
         default_keyframe="home",  # the observation's joint_pos reference; the action rule does not use it
         action_rule="current_qpos",
         gains_from="spec",
+        sides=_GO1_SIDES,
     ),
     RobotTask(
         name="SpotFlatTerrainJoystick",
@@ -475,10 +491,27 @@ _TASKS = (
         gains_from="spec",
         zero_initial_target=True,
         sources=_SPOT_SOURCES,
+        sides=(("fl", "fr"), ("hl", "hr"), ("FL", "FR"), ("HL", "HR")),
     ),
-    _humanoid("G1JoystickFlatTerrain", "g1", _G1_JOINTS, ("left_foot", "right_foot"), "knees_bent", "_pelvis", "imu_in_pelvis"),
-    _humanoid("T1JoystickFlatTerrain", "t1", _T1_JOINTS, ("left_foot", "right_foot"), "home"),
-    _humanoid("BerkeleyHumanoidJoystickFlatTerrain", "berkeley_humanoid", _BERKELEY_JOINTS, ("l_foot", "r_foot"), "home"),
+    _humanoid(
+        "G1JoystickFlatTerrain",
+        "g1",
+        _G1_JOINTS,
+        ("left_foot", "right_foot"),
+        "knees_bent",
+        (("left", "right"),),
+        "_pelvis",
+        "imu_in_pelvis",
+    ),
+    _humanoid("T1JoystickFlatTerrain", "t1", _T1_JOINTS, ("left_foot", "right_foot"), "home", (("Left", "Right"), ("left", "right"))),
+    _humanoid(
+        "BerkeleyHumanoidJoystickFlatTerrain",
+        "berkeley_humanoid",
+        _BERKELEY_JOINTS,
+        ("l_foot", "r_foot"),
+        "home",
+        (("LL", "LR"), ("l", "r")),
+    ),
     RobotTask(
         name="PandaPickCube",
         env_id="PandaPickCube-v1",

@@ -24,6 +24,7 @@ from ppo_control.config.schema import batch_size, minibatch_size
 from ppo_control.envs import VecEnv, check_run, make_vec_env, usable_cores
 from ppo_control.envs.observations import needs_privileged
 from ppo_control.envs.randomization import Randomization
+from ppo_control.envs.registry import describe_task
 from ppo_control.rendering.video import record_run_videos, video_directory
 from ppo_control.rl.device_rollout import DeviceRolloutCollector
 from ppo_control.rl.distributed import Distributed, init_distributed
@@ -31,6 +32,8 @@ from ppo_control.rl.evaluation import EVAL_SEED_OFFSET, eval_randomization, eval
 from ppo_control.rl.policy import build_policy
 from ppo_control.rl.ppo import PPOLearner, explained_variance, prepare_batch
 from ppo_control.rl.rollout import NonFiniteEnvOutput, Rollout, RolloutCollector
+from ppo_control.rl.symmetry import Mirror
+from ppo_control.robots.symmetry import run_mirror
 from ppo_control.runs.checkpoint import load_checkpoint
 from ppo_control.runs.directory import RunDirectory, claim_run_dir, ensure_writable_dir
 from ppo_control.runs.layout import checkpoint_to_load
@@ -217,7 +220,10 @@ class Trainer:
         self.dist.broadcast_parameters(self.policy)
         if self.dist.enabled:
             torch.manual_seed(cfg.seed + RANK_SEED_STRIDE * self.dist.rank)  # each rank samples its own actions
-        self.learner = PPOLearner(self.policy, cfg.ppo, cfg.total_steps, self.generator, self.dist, compiled=bool(cfg.ppo.compile))
+        self.mirror = self._mirror(cfg)
+        self.learner = PPOLearner(
+            self.policy, cfg.ppo, cfg.total_steps, self.generator, self.dist, compiled=bool(cfg.ppo.compile), mirror=self.mirror
+        )
         self.collector = make_collector(cfg.ppo, cfg.normalize, cfg.policy.rnn_sequence_length, self.envs, self.policy, self.device)
         self.progress = Progress()
         self.eval_envs = None
@@ -232,6 +238,13 @@ class Trainer:
         self.logger = MetricsLogger(self.run.path, cfg, self.run.name, start_step=start) if self.dist.is_main else NullLogger()
         self.stop = StopSignals(self.logger.write)
         self._last_saved = time.monotonic()
+
+    def _mirror(self, cfg: DictConfig) -> Mirror | None:
+        """The robot's left-right mirror for the mirror loss (None when ppo.mirror_loss_coef is 0)."""
+        if not cfg.ppo.mirror_loss_coef:
+            return None
+        observations, actions = run_mirror(cfg.policy, self.info, describe_task(cfg.env))
+        return Mirror.of(observations, actions, float(cfg.ppo.mirror_loss_coef), self.device)
 
     @property
     def optimizer(self) -> torch.optim.Optimizer:
@@ -309,7 +322,7 @@ class Trainer:
         for returns, lengths in self.dist.all_gather_object((rollout.episode_returns, rollout.episode_lengths)):
             self.progress.record_episodes(returns, lengths)  # every rank's episodes, in rank order
         gamma, gae_lambda = self.learner.gamma(self.progress.step), self.learner.gae_lambda(self.progress.step)
-        batch = prepare_batch(self.policy, rollout.storage, rollout.last_values, gamma, gae_lambda)
+        batch = prepare_batch(self.policy, rollout.storage, rollout.last_values, gamma, gae_lambda, self.mirror)
         if self.cfg.normalize.obs:  # after the batch is normalized; over every rank's observations, so all ranks agree
             raw_obs = self.policy.current_frame(rollout.storage.observations).reshape(-1, self.info.obs_dim)
             self.policy.obs_normalizer.merge(*self.dist.global_moments(raw_obs))
@@ -325,6 +338,8 @@ class Trainer:
         self.progress.update += 1
         log_std = float(self.policy.log_std.detach().mean())
         row = metrics_row(self.progress, stats, log_std, steps, time.perf_counter() - started)
+        if self.mirror is not None:
+            row["mirror_loss"] = stats["mirror_loss"]
         row.update(self.dist.mean_stats(rollout.diagnostics))  # reward terms, tracking error: every rank's mean
         return row
 

@@ -111,9 +111,10 @@ def test_minibatch_loss_diagnostics_are_detached_and_the_loss_differentiable():
     policy, batch, hp = _problem()
     loss, diagnostics, kl = minibatch_loss(policy, batch.minibatches(4)[0], 0.2, 0.5, 0.01, None, True)
     assert loss.requires_grad and not diagnostics.requires_grad and not kl.requires_grad
-    assert diagnostics.shape == (4,) and kl.shape == ()
+    assert diagnostics.shape == (5,) and kl.shape == ()
     assert kl.item() == 0.0  # the batch's log-probs are this policy's: every ratio is 1
     assert diagnostics[3].item() == 0.0  # so nothing is clipped
+    assert diagnostics[4].item() == 0.0  # and without a mirror, no mirror loss
 
 
 def test_a_recurrent_policy_stays_eager_when_compiled_is_asked_for():
