@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 import torch
 from torch import nn
@@ -311,17 +312,15 @@ def ppo_update(
     sync: Distributed | None = None,
     ent_coef: float | None = None,
     loss_fn: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = minibatch_loss,
-    mirror: Mirror | None = None,
 ) -> dict[str, float]:
     """Run up to `hp.epochs` passes of `hp.minibatches` minibatches over `batch`.
 
     `hp` is the `ppo` config section; `ent_coef` (default `hp.ent_coef`) is this update's
-    entropy bonus, for a schedule; `loss_fn` is `minibatch_loss` or its compiled form; `mirror`
-    adds the mirror loss (the batch must hold `mirrored_obs`). Before each
-    minibatch's optimizer step the approximate KL of that minibatch is measured (averaged over
-    ranks); once it exceeds the threshold the loop stops without taking that step. With `sync`,
-    gradients are averaged over ranks every minibatch. Returns the diagnostics averaged over the
-    minibatches evaluated.
+    entropy bonus, for a schedule; `loss_fn` is `minibatch_loss` or its compiled form (a mirror
+    bound to it needs `batch.mirrored_obs`). Before each minibatch's optimizer step the approximate
+    KL of that minibatch is measured (averaged over ranks); once it exceeds the threshold the loop
+    stops without taking that step. With `sync`, gradients are averaged over ranks every
+    minibatch. Returns the diagnostics averaged over the minibatches evaluated.
     """
     sync = sync or Distributed()
     if hp.normalize_adv and hp.normalize_adv_over == "batch":
@@ -342,7 +341,7 @@ def ppo_update(
         # minibatch would cost more than the small networks' forward pass.
         order = torch.randperm(len(batch), generator=generator).to(batch.obs.device)
         for mb in batch.subset(order).minibatches(hp.minibatches):
-            loss, diagnostics, kl = loss_fn(policy, mb, s.clip_range, s.vf_coef, s.ent_coef, s.value_clip, s.normalize_minibatches, mirror)
+            loss, diagnostics, kl = loss_fn(policy, mb, s.clip_range, s.vf_coef, s.ent_coef, s.value_clip, s.normalize_minibatches)
             totals[:5] += diagnostics
             minibatches_seen += 1
             if not torch.isfinite(loss):
@@ -396,10 +395,10 @@ class PPOLearner:
         mirror: Mirror | None = None,
     ):
         self.policy, self.hp, self.total_steps, self.generator = policy, hp, total_steps, generator
-        self.mirror = mirror
         self.sync = sync or Distributed()
         self.optimizer = _adam(list(policy.parameters()), hp.learning_rate)
-        self.loss_fn = compiled_minibatch_loss() if compiled and not policy.recurrent else minibatch_loss
+        loss_fn = compiled_minibatch_loss() if compiled and not policy.recurrent else minibatch_loss
+        self.loss_fn = loss_fn if mirror is None else partial(loss_fn, mirror=mirror)
 
     def gamma(self, step: int) -> float:
         """The discount the rollout collected at `step` is prepared with (`ppo.gamma_end`). A short
@@ -430,7 +429,7 @@ class PPOLearner:
         lr = scheduled_learning_rate(self.hp.lr_schedule, self.hp.learning_rate, self.learning_rate, step, self.total_steps)
         ent_coef = scheduled_entropy_coef(self.hp.ent_schedule, self.hp.ent_coef, step, self.total_steps)
         set_learning_rate(self.optimizer, lr)
-        stats = ppo_update(self.policy, self.optimizer, batch, self.hp, self.generator, self.sync, ent_coef, self.loss_fn, self.mirror)
+        stats = ppo_update(self.policy, self.optimizer, batch, self.hp, self.generator, self.sync, ent_coef, self.loss_fn)
         if self.hp.lr_schedule == "adaptive":
             set_learning_rate(self.optimizer, adapt_learning_rate(lr, stats["approx_kl"], self.hp.target_kl))
         stats["learning_rate"] = lr

@@ -13,10 +13,16 @@ their own mirror image, so the mirror commutes with both.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
+
+from ppo_control.config.errors import UserError
+from ppo_control.envs.base import EnvInfo
+from ppo_control.envs.registry import describe_task
+from ppo_control.robots.playground import robot_task
+from ppo_control.robots.symmetry import SignedPermutation, bounds_are_symmetric, robot_mirror, stacked_mirror
 
 
 @dataclass(frozen=True)
@@ -31,7 +37,7 @@ class Mirror:
     coef: float
 
     @classmethod
-    def of(cls, observations: Any, actions: Any, coef: float, device: torch.device) -> Mirror:
+    def of(cls, observations: SignedPermutation, actions: SignedPermutation, coef: float, device: torch.device) -> Mirror:
         """From signed permutations (robots.symmetry.SignedPermutation: `index`, `sign`) of the
         policy's stacked input and of its actions."""
 
@@ -59,3 +65,49 @@ def mirror_loss(policy: nn.Module, norm_obs: torch.Tensor, mirrored_norm_obs: to
     with torch.no_grad():
         target = mirror.actions(policy.actor_mean(policy.actor_input(norm_obs)))
     return (policy.actor_mean(policy.actor_input(mirrored_norm_obs)) - target).pow(2).mean()
+
+
+def frame_mirror(
+    element_names: dict[str, list[str] | None], info: EnvInfo, actor_groups: list[str], task, default_pose
+) -> tuple[SignedPermutation, SignedPermutation]:
+    """(the mirror of one observation frame, of the actions) for `task`: the actor's groups are
+    mirrored by robot_mirror, every other element is left in place (the actor does not read it)."""
+    names, offsets, start = [], {}, 0
+    for group, size in info.groups:
+        offsets[group] = (start, size)
+        start += size
+    index, sign = np.arange(info.obs_dim), np.ones(info.obs_dim)
+    for group in actor_groups:
+        elements = element_names.get(group)
+        if not elements:
+            raise UserError(
+                f"ppo.mirror_loss_coef: observation group '{group}' does not name its elements, so it cannot be mirrored; use 0"
+            )
+        names.append((group, elements))
+    flat = [name for _, elements in names for name in elements]
+    obs, actions = robot_mirror(task, flat, default_pose)
+    positions = np.concatenate([np.arange(offsets[group][0], offsets[group][0] + len(elements)) for group, elements in names])
+    index[positions] = positions[obs.index]
+    sign[positions] = obs.sign
+    return SignedPermutation(index, sign), actions
+
+
+def build_mirror(cfg, info: EnvInfo, device: torch.device) -> Mirror | None:
+    """The Mirror of the run `cfg` on envs described by `info` (None when ppo.mirror_loss_coef is
+    0); UserError where the run cannot have one."""
+    if not cfg.ppo.mirror_loss_coef:
+        return None
+    policy_cfg, description = cfg.policy, describe_task(cfg.env)
+    task = robot_task(description.robot["task"]) if description.robot else None
+    if task is None:
+        raise UserError(
+            "ppo.mirror_loss_coef: only robot tasks with a left-right mirror (Go1, Spot, T1, G1, Berkeley Humanoid) have it; use 0"
+        )
+    if str(policy_cfg.rnn) != "none":
+        raise UserError("ppo.mirror_loss_coef: a recurrent policy's states cannot be mirrored; use policy.rnn=none or 0")
+    default_pose = description.robot.get("default_pose") if description.robot.get("action_rule") == "default_pose" else None
+    frame, actions = frame_mirror(description.element_names, info, list(policy_cfg.actor_obs), task, default_pose)
+    if not bounds_are_symmetric(np.asarray(info.action_low, float), np.asarray(info.action_high, float), actions):
+        raise UserError(f"ppo.mirror_loss_coef: task {task.name}'s action bounds are not their own mirror image; use 0")
+    history = max(int(policy_cfg.actor_history), int(policy_cfg.critic_history))
+    return Mirror.of(stacked_mirror(frame, info.obs_dim, history), actions, float(cfg.ppo.mirror_loss_coef), device)

@@ -28,8 +28,7 @@ import mujoco
 import numpy as np
 
 from ppo_control.config.errors import UserError
-from ppo_control.envs.base import EnvInfo
-from ppo_control.robots.playground import RobotTask, load_model, robot_task
+from ppo_control.robots.playground import RobotTask, load_model
 
 # What each quantity of an observation element is under the reflection (element names are
 # "quantity:...:axis"; a joint quantity's rest is a joint name).
@@ -154,50 +153,6 @@ def stacked_mirror(frame: SignedPermutation, frame_dim: int, history: int) -> Si
     """A frame's mirror applied to each of `history` stacked frames."""
     offsets = np.repeat(np.arange(history) * frame_dim, frame_dim)
     return SignedPermutation(np.tile(frame.index, history) + offsets, np.tile(frame.sign, history))
-
-
-def frame_mirror(
-    element_names: dict[str, list[str] | None], info: EnvInfo, actor_groups: list[str], task, default_pose
-) -> tuple[SignedPermutation, SignedPermutation]:
-    """(the mirror of one observation frame, of the actions) for `task`: the actor's groups are
-    mirrored by robot_mirror, every other element is left in place (the actor does not read it)."""
-    names, offsets, start = [], {}, 0
-    for group, size in info.groups:
-        offsets[group] = (start, size)
-        start += size
-    index, sign = np.arange(info.obs_dim), np.ones(info.obs_dim)
-    for group in actor_groups:
-        elements = element_names.get(group)
-        if not elements:
-            raise UserError(
-                f"ppo.mirror_loss_coef: observation group '{group}' does not name its elements, so it cannot be mirrored; use 0"
-            )
-        names.append((group, elements))
-    flat = [name for _, elements in names for name in elements]
-    obs, actions = robot_mirror(task, flat, default_pose)
-    positions = np.concatenate([np.arange(offsets[group][0], offsets[group][0] + len(elements)) for group, elements in names])
-    index[positions] = positions[obs.index]
-    sign[positions] = obs.sign
-    return SignedPermutation(index, sign), actions
-
-
-def run_mirror(policy_cfg, info: EnvInfo, description) -> tuple[SignedPermutation, SignedPermutation]:
-    """(the mirror of the policy's stacked input, of its actions) for a run of the task
-    `description` (envs.registry.TaskDescription) with the `policy` config section `policy_cfg`;
-    UserError where the run cannot have one."""
-    task = robot_task(description.robot["task"]) if description.robot else None
-    if task is None:
-        raise UserError(
-            "ppo.mirror_loss_coef: only robot tasks with a left-right mirror (Go1, Spot, T1, G1, Berkeley Humanoid) have it; use 0"
-        )
-    if str(policy_cfg.rnn) != "none":
-        raise UserError("ppo.mirror_loss_coef: a recurrent policy's states cannot be mirrored; use policy.rnn=none or 0")
-    default_pose = description.robot.get("default_pose") if description.robot.get("action_rule") == "default_pose" else None
-    frame, actions = frame_mirror(description.element_names, info, list(policy_cfg.actor_obs), task, default_pose)
-    if not bounds_are_symmetric(np.asarray(info.action_low, float), np.asarray(info.action_high, float), actions):
-        raise UserError(f"ppo.mirror_loss_coef: task {task.name}'s action bounds are not their own mirror image; use 0")
-    history = max(int(policy_cfg.actor_history), int(policy_cfg.critic_history))
-    return stacked_mirror(frame, info.obs_dim, history), actions
 
 
 def bounds_are_symmetric(low: np.ndarray, high: np.ndarray, actions: SignedPermutation) -> bool:

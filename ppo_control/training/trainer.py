@@ -24,7 +24,6 @@ from ppo_control.config.schema import batch_size, minibatch_size
 from ppo_control.envs import VecEnv, check_run, make_vec_env, usable_cores
 from ppo_control.envs.observations import needs_privileged
 from ppo_control.envs.randomization import Randomization
-from ppo_control.envs.registry import describe_task
 from ppo_control.rendering.video import record_run_videos, video_directory
 from ppo_control.rl.device_rollout import DeviceRolloutCollector
 from ppo_control.rl.distributed import Distributed, init_distributed
@@ -32,8 +31,7 @@ from ppo_control.rl.evaluation import EVAL_SEED_OFFSET, eval_randomization, eval
 from ppo_control.rl.policy import build_policy
 from ppo_control.rl.ppo import PPOLearner, explained_variance, prepare_batch
 from ppo_control.rl.rollout import NonFiniteEnvOutput, Rollout, RolloutCollector
-from ppo_control.rl.symmetry import Mirror
-from ppo_control.robots.symmetry import run_mirror
+from ppo_control.rl.symmetry import build_mirror
 from ppo_control.runs.checkpoint import load_checkpoint
 from ppo_control.runs.directory import RunDirectory, claim_run_dir, ensure_writable_dir
 from ppo_control.runs.layout import checkpoint_to_load
@@ -220,7 +218,7 @@ class Trainer:
         self.dist.broadcast_parameters(self.policy)
         if self.dist.enabled:
             torch.manual_seed(cfg.seed + RANK_SEED_STRIDE * self.dist.rank)  # each rank samples its own actions
-        self.mirror = self._mirror(cfg)
+        self.mirror = build_mirror(cfg, self.info, self.device)
         self.learner = PPOLearner(
             self.policy, cfg.ppo, cfg.total_steps, self.generator, self.dist, compiled=bool(cfg.ppo.compile), mirror=self.mirror
         )
@@ -238,13 +236,6 @@ class Trainer:
         self.logger = MetricsLogger(self.run.path, cfg, self.run.name, start_step=start) if self.dist.is_main else NullLogger()
         self.stop = StopSignals(self.logger.write)
         self._last_saved = time.monotonic()
-
-    def _mirror(self, cfg: DictConfig) -> Mirror | None:
-        """The robot's left-right mirror for the mirror loss (None when ppo.mirror_loss_coef is 0)."""
-        if not cfg.ppo.mirror_loss_coef:
-            return None
-        observations, actions = run_mirror(cfg.policy, self.info, describe_task(cfg.env))
-        return Mirror.of(observations, actions, float(cfg.ppo.mirror_loss_coef), self.device)
 
     @property
     def optimizer(self) -> torch.optim.Optimizer:
