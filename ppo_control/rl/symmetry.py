@@ -20,6 +20,7 @@ from torch import nn
 
 from ppo_control.config.errors import UserError
 from ppo_control.envs.base import EnvInfo
+from ppo_control.envs.observations import group_index
 from ppo_control.envs.registry import describe_task
 from ppo_control.robots.playground import robot_task
 from ppo_control.robots.symmetry import SignedPermutation, bounds_are_symmetric, robot_mirror, stacked_mirror
@@ -72,21 +73,18 @@ def frame_mirror(
 ) -> tuple[SignedPermutation, SignedPermutation]:
     """(the mirror of one observation frame, of the actions) for `task`: the actor's groups are
     mirrored by robot_mirror, every other element is left in place (the actor does not read it)."""
-    names, offsets, start = [], {}, 0
-    for group, size in info.groups:
-        offsets[group] = (start, size)
-        start += size
-    index, sign = np.arange(info.obs_dim), np.ones(info.obs_dim)
+    names = []
     for group in actor_groups:
         elements = element_names.get(group)
         if not elements:
             raise UserError(
                 f"ppo.mirror_loss_coef: observation group '{group}' does not name its elements, so it cannot be mirrored; use 0"
             )
-        names.append((group, elements))
-    flat = [name for _, elements in names for name in elements]
-    obs, actions = robot_mirror(task, flat, default_pose)
-    positions = np.concatenate([np.arange(offsets[group][0], offsets[group][0] + len(elements)) for group, elements in names])
+        names.extend(elements)
+    obs, actions = robot_mirror(task, names, default_pose)
+    positions = group_index(info.groups, actor_groups, "policy.actor_obs")
+    positions = np.arange(info.obs_dim) if positions is None else np.asarray(positions)
+    index, sign = np.arange(info.obs_dim), np.ones(info.obs_dim)
     index[positions] = positions[obs.index]
     sign[positions] = obs.sign
     return SignedPermutation(index, sign), actions
