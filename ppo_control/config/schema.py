@@ -100,6 +100,8 @@ class PPOConfig:
     ent_schedule: str = MISSING
     vf_coef: float = MISSING
     mirror_loss_coef: float = MISSING
+    penalty_curriculum_start: float = MISSING
+    penalty_curriculum_steps: int = MISSING
     max_grad_norm: Optional[float] = MISSING
     target_kl: Optional[float] = MISSING
     normalize_adv: bool = MISSING

@@ -111,6 +111,8 @@ def _validate_ppo(cfg: DictConfig) -> None:
     _require(cfg, _finite(cfg, "ppo.ent_coef") >= 0, "ppo.ent_coef", ">= 0")
     _require(cfg, _finite(cfg, "ppo.vf_coef") > 0, "ppo.vf_coef", "> 0")
     _require(cfg, _finite(cfg, "ppo.mirror_loss_coef") >= 0, "ppo.mirror_loss_coef", ">= 0 (0 = off)")
+    _require(cfg, 0 <= _finite(cfg, "ppo.penalty_curriculum_start") <= 1, "ppo.penalty_curriculum_start", "in [0, 1] (1 = off)")
+    _require(cfg, ppo.penalty_curriculum_steps >= 0, "ppo.penalty_curriculum_steps", ">= 0")
     _require(cfg, ppo.max_grad_norm is None or _finite(cfg, "ppo.max_grad_norm") > 0, "ppo.max_grad_norm", "null or > 0")
     _require(cfg, ppo.target_kl is None or _finite(cfg, "ppo.target_kl") > 0, "ppo.target_kl", "null or > 0")
     if ppo.lr_schedule == "adaptive" and ppo.target_kl is None:

@@ -28,6 +28,7 @@ from ppo_control.envs.registry import (
     make_vec_env,
     reference_backend,
     reference_of,
+    reward_term_scales,
 )
 
 __all__ = [
@@ -53,5 +54,6 @@ __all__ = [
     "make_vec_env",
     "reference_backend",
     "reference_of",
+    "reward_term_scales",
     "usable_cores",
 ]

@@ -91,6 +91,22 @@ def describe_task(env_cfg) -> TaskDescription:
     return TaskDescription(**facts)
 
 
+def reward_term_scales(env_cfg) -> tuple[dict[str, float], float] | None:
+    """A robot task's reward-term scales (`<term>_scale` of envpool's configuration of the task, the
+    run's env.kwargs over it; the MuJoCo references share those options) and its control period in
+    seconds; None for a task that is not a Playground robot."""
+    env_id = str(env_cfg.id)
+    if not is_robot_task(env_id):
+        return None
+    from ppo_control.envs.envpool_backend import accepted_options, spec_config
+
+    known = set(accepted_options(env_id))
+    config = spec_config(env_id, {key: value for key, value in task_kwargs(env_cfg).items() if key in known})
+    scales = {name.removesuffix("_scale"): float(value) for name, value in config.items() if name.endswith("_scale")}
+    scales.pop("action", None)  # action_scale: radians per unit of action, not a reward term
+    return scales, float(config["ctrl_dt"])
+
+
 def check_run(cfg) -> None:
     """What a run asks of its task that the task's backend cannot do, as one line, before anything
     is built or written (the evaluation envs, and so eval.*, are built only at the first evaluation)."""

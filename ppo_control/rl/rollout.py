@@ -8,6 +8,7 @@ optimizer; the trainer calls `collect()` once per update.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,9 @@ class RolloutCollector:
         """`sequence_length`: for a recurrent policy, the steps of a training sequence (its state is
         stored at each sequence's start)."""
         self.envs, self.policy, self.device = envs, policy, torch.device(device)
+        # The reward PPO learns from, made from a step's result (None: the env's own). Episode
+        # returns always report the env's own.
+        self.training_reward: Callable[[StepResult], np.ndarray] | None = None
         sequences = (sequence_length, policy.memory.state_size) if policy.recurrent else (None, 0)
         self.storage = RolloutStorage(num_steps, envs.num_envs, policy.obs_dim, envs.info.action_dim, self.device, *sequences)
         self.reward_scaler = RewardScaler(envs.num_envs, gamma, reward_clip, enabled=scale_rewards)
@@ -110,7 +114,8 @@ class RolloutCollector:
             raise self._nonfinite(result, t)
         storage.observations[t] = step.obs
         storage.actions[t] = step.action
-        storage.rewards_np[t] = self.reward_scaler(result.reward, result.terminated | result.truncated)
+        reward = result.reward if self.training_reward is None else self.training_reward(result)
+        storage.rewards_np[t] = self.reward_scaler(reward, result.terminated | result.truncated)
         storage.terminated_np[t] = result.terminated
         storage.truncated_np[t] = result.truncated
         if result.truncated.any():

@@ -28,6 +28,7 @@ from ppo_control.rendering.video import record_run_videos, video_directory
 from ppo_control.rl.device_rollout import DeviceRolloutCollector
 from ppo_control.rl.distributed import Distributed, init_distributed
 from ppo_control.rl.evaluation import EVAL_SEED_OFFSET, eval_randomization, evaluate_episodes, make_eval_envs
+from ppo_control.rl.penalty_curriculum import PenaltyCurriculum, build_penalty_curriculum
 from ppo_control.rl.policy import build_policy
 from ppo_control.rl.ppo import PPOLearner, explained_variance, prepare_batch
 from ppo_control.rl.rollout import NonFiniteEnvOutput, Rollout, RolloutCollector
@@ -125,21 +126,25 @@ def thread_counts(torch_threads: int, minibatch: int) -> tuple[int, int]:
 
 
 def make_collector(
-    ppo_cfg, normalize_cfg, rnn_sequence_length: int, envs: VecEnv, policy: torch.nn.Module, device: torch.device
+    cfg: DictConfig, envs: VecEnv, policy: torch.nn.Module, device: torch.device, curriculum: PenaltyCurriculum | None
 ) -> RolloutCollector | DeviceRolloutCollector:
     """The rollout collector of `envs`: envs that simulate on the training device get the collector
-    that keeps the rollout there."""
-    collector_type = DeviceRolloutCollector if envs.capabilities.device_resident else RolloutCollector
-    return collector_type(
-        envs,
-        policy,
-        ppo_cfg.rollout_steps,
-        ppo_cfg.gamma,
-        normalize_cfg.reward_clip,
-        normalize_cfg.reward,
-        device,
-        rnn_sequence_length,
-    )
+    that keeps the rollout there (build_penalty_curriculum refuses them a curriculum)."""
+    ppo, normalize = cfg.ppo, cfg.normalize
+    settings = (ppo.rollout_steps, ppo.gamma, normalize.reward_clip, normalize.reward, device, cfg.policy.rnn_sequence_length)
+    if envs.capabilities.device_resident:
+        return DeviceRolloutCollector(envs, policy, *settings)
+    collector = RolloutCollector(envs, policy, *settings)
+    if curriculum is not None:
+        collector.training_reward = curriculum.reward
+    return collector
+
+
+def next_multiple(step: int, every: int) -> int | None:
+    """The first multiple of `every` strictly after `step` (None when disabled)."""
+    if every <= 0:
+        return None
+    return (step // every + 1) * every
 
 
 def decide_together(dist: Distributed, stop: bool, save_due: bool, evaluated: float | None) -> tuple[bool, bool, float | None]:
@@ -192,6 +197,7 @@ class Trainer:
             self.device = torch.device("cuda", self.dist.local_rank)  # one GPU per local rank
         self.dist.check_same_config(cfg)
         check_run(cfg)  # before anything is claimed or built
+        self.curriculum = build_penalty_curriculum(cfg)
         initial = load_initial_policy(cfg.init_from) if cfg.init_from and resume_state is None else None
         if resume_state is None:
             self.dist.on_main_then_share(lambda: claim_run_dir(cfg))
@@ -222,7 +228,7 @@ class Trainer:
         self.learner = PPOLearner(
             self.policy, cfg.ppo, cfg.total_steps, self.generator, self.dist, compiled=bool(cfg.ppo.compile), mirror=self.mirror
         )
-        self.collector = make_collector(cfg.ppo, cfg.normalize, cfg.policy.rnn_sequence_length, self.envs, self.policy, self.device)
+        self.collector = make_collector(cfg, self.envs, self.policy, self.device, self.curriculum)
         self.progress = Progress()
         self.eval_envs = None
         self.eval_randomization = eval_randomization(cfg.eval, cfg.randomize)
@@ -259,8 +265,8 @@ class Trainer:
 
     def _loop(self, max_updates: int | None) -> dict[str, Any]:
         cfg, progress = self.cfg, self.progress
-        next_eval = self._next_multiple(cfg.eval.every_steps)
-        next_checkpoint = self._next_multiple(cfg.checkpoint.every_steps)
+        next_eval = next_multiple(progress.step, cfg.eval.every_steps)
+        next_checkpoint = next_multiple(progress.step, cfg.checkpoint.every_steps)
         self._announce()
         final: dict[str, Any] = {}
         updates_this_call = 0
@@ -274,10 +280,10 @@ class Trainer:
                     final = self.evaluate()  # the last update always gets one
                     row.update(final)
                     evaluated = final["eval_return"]
-                next_eval = self._next_multiple(cfg.eval.every_steps)
+                next_eval = next_multiple(progress.step, cfg.eval.every_steps)
             periodic = next_checkpoint is not None and progress.step >= next_checkpoint
             if periodic:
-                next_checkpoint = self._next_multiple(cfg.checkpoint.every_steps)
+                next_checkpoint = next_multiple(progress.step, cfg.checkpoint.every_steps)
             stop = self.stop.requested or (max_updates is not None and updates_this_call >= max_updates)
             save_due = time.monotonic() - self._last_saved >= cfg.checkpoint.save_last_seconds
             stopping, save_due, evaluated = decide_together(self.dist, stop, save_due, evaluated)
@@ -308,6 +314,8 @@ class Trainer:
         """Collect one rollout, update the policy and the normalizer; returns the update's metrics row."""
         started = time.perf_counter()
         torch.set_num_threads(self.collect_threads)
+        if self.curriculum is not None:
+            self.curriculum.at_step(self.progress.step)
         rollout = self._collect()
         torch.set_num_threads(self.update_threads)
         for returns, lengths in self.dist.all_gather_object((rollout.episode_returns, rollout.episode_lengths)):
@@ -331,6 +339,8 @@ class Trainer:
         row = metrics_row(self.progress, stats, log_std, steps, time.perf_counter() - started)
         if self.mirror is not None:
             row["mirror_loss"] = stats["mirror_loss"]
+        if self.curriculum is not None:
+            row["penalty_factor"] = self.curriculum.factor
         row.update(self.dist.mean_stats(rollout.diagnostics))  # reward terms, tracking error: every rank's mean
         return row
 
@@ -404,12 +414,6 @@ class Trainer:
             torch.manual_seed(self.cfg.seed + RANK_SEED_STRIDE * self.dist.rank + self.progress.update)
         if outcome != "exact":
             self.collector.reset(self.env_seed + self.progress.update)
-
-    def _next_multiple(self, every: int) -> int | None:
-        """The first multiple of `every` strictly after the current step (None when disabled)."""
-        if every <= 0:
-            return None
-        return (self.progress.step // every + 1) * every
 
     def close(self) -> None:
         self.logger.close()
