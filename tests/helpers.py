@@ -36,6 +36,15 @@ def run_module(module: str, *args: str, cwd: Path | None = None, timeout: float 
     return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd or ROOT, capture_output=True, text=True, timeout=timeout)
 
 
+def assert_training_refused(tmp_path: Path, overrides: list[str], message: str) -> None:
+    """A short training with `overrides` exits 2 with one line containing `message` and leaves no run directory."""
+    run_dir = tmp_path / "run"
+    result = run_module("ppo_control.train", *overrides, "total_steps=128", f"run_dir={run_dir}")
+    assert result.returncode == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not run_dir.exists()
+
+
 def train_in_process(run_dir: Path, *overrides: str):
     """Train in this process and return the Trainer's final eval dict (imports kept local)."""
     from ppo_control.config import compose

@@ -14,7 +14,7 @@ from ppo_control.config.errors import UserError
 from ppo_control.envs import make_vec_env, reward_term_scales
 from ppo_control.envs.base import StepResult
 from ppo_control.rl.penalty_curriculum import PenaltyCurriculum
-from tests.helpers import run_module
+from tests.helpers import assert_training_refused, run_module
 from tests.robots.test_robots import GO1_TINY
 
 GO1 = compose(["task=Go1JoystickFlatTerrain", "env.n_envs=8", "env.num_threads=1"]).env
@@ -99,8 +99,4 @@ def test_training_logs_the_rising_factor(tmp_path):
     ],
 )
 def test_a_run_the_curriculum_cannot_apply_to_is_refused_in_one_line(tmp_path, overrides, message):
-    run_dir = tmp_path / "run"
-    result = run_module("ppo_control.train", *overrides, "total_steps=128", f"run_dir={run_dir}")
-    assert result.returncode == 2
-    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
-    assert not run_dir.exists()
+    assert_training_refused(tmp_path, overrides, message)

@@ -30,7 +30,7 @@ from ppo_control.robots.symmetry import (
     swap_sides,
 )
 from tests.deploy.test_controller import metadata
-from tests.helpers import run_module
+from tests.helpers import assert_training_refused, run_module
 from tests.robots.test_robots import GO1_TINY
 
 
@@ -206,8 +206,4 @@ def test_training_go1_with_the_mirror_loss_logs_it(tmp_path):
     ],
 )
 def test_a_run_that_cannot_be_mirrored_is_refused_in_one_line(tmp_path, overrides, message):
-    run_dir = tmp_path / "run"
-    result = run_module("ppo_control.train", *overrides, "total_steps=128", f"run_dir={run_dir}")
-    assert result.returncode == 2
-    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
-    assert not run_dir.exists()
+    assert_training_refused(tmp_path, overrides, message)
