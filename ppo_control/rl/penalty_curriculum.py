@@ -11,10 +11,11 @@ down a lunge pays; as they come back the gait has to get cleaner to keep paying.
 ramp on the reward is the task's own, and evaluations report the task's own reward throughout.
 
 The training reward is rebuilt each step from the terms the env reports (`reward/<term>`):
-clip((sum of the reward terms + k * sum of the penalty terms) * ctrl_dt, 0, 10000), a penalty being
-a term whose scale is negative in the task's configuration (envpool's, with the run's env.kwargs
-over it). The first step checks that k = 1 gives the env's own reward back, so a task whose reward
-is not that sum is refused instead of trained on a wrong one.
+(sum of the reward terms + k * sum of the penalty terms) * ctrl_dt, clipped to [0, 10000] where the
+task clips its own (Playground's joystick tasks but G1), a penalty being a term whose scale is
+negative in the task's configuration (envpool's, with the run's env.kwargs over it). The first steps
+check that k = 1 gives the env's own reward back and learn whether it is clipped, so a task whose
+reward is not that sum is refused instead of trained on a wrong one.
 """
 
 from __future__ import annotations
@@ -40,7 +41,10 @@ class PenaltyCurriculum:
         self.known_terms = frozenset(scales)
         self.control_period_s = float(control_period_s)
         self.factor = self.start
-        self._checked = False
+        self._terms_checked = False
+        # Whether the task clips its reward at zero (Go1, Spot, T1: yes; G1: no), learned from the
+        # first step with a negative sum; None until then, when either form gives the same reward.
+        self.clipped: bool | None = None
 
     def at_step(self, step: int) -> float:
         """Set and return the factor for the rollout that starts at `step` (1 from the ramp's end on)."""
@@ -51,28 +55,38 @@ class PenaltyCurriculum:
     def reward(self, result: StepResult) -> np.ndarray:
         """This step's training reward per sub-env, from its reported terms."""
         terms = {name[len(TERM_PREFIX) :]: value for name, value in result.diagnostics.items() if name.startswith(TERM_PREFIX)}
-        if not self._checked:
-            self._check(terms, result.reward)
+        if not self._terms_checked:
+            self._check_terms(terms)
+        if self.clipped is None:
+            self._learn_the_clip(sum(terms.values(), np.zeros(len(result.reward))) * self.control_period_s, result.reward)
         rewards = sum((value for name, value in terms.items() if name not in self.penalties), np.zeros(len(result.reward)))
         penalties = sum((value for name, value in terms.items() if name in self.penalties), np.zeros(len(result.reward)))
-        return self._clipped(rewards + self.factor * penalties)
+        total = (rewards + self.factor * penalties) * self.control_period_s
+        return (np.clip(total, *REWARD_CLIP) if self.clipped is not False else total).astype(np.float32)
 
-    def _clipped(self, total: np.ndarray) -> np.ndarray:
-        return np.clip(total * self.control_period_s, *REWARD_CLIP).astype(np.float32)
-
-    def _check(self, terms: dict[str, np.ndarray], env_reward: np.ndarray) -> None:
-        """The terms must be the task's and rebuild the env's own reward at factor 1."""
+    def _check_terms(self, terms: dict[str, np.ndarray]) -> None:
         unknown = sorted(set(terms) - self.known_terms)
         if not terms or unknown:
             what = "reports no reward terms" if not terms else f"reports the term '{unknown[0]}', which has no scale in its configuration"
             raise UserError(f"ppo.penalty_curriculum_start: {self.task} {what}; use 1.0 (off)")
-        rebuilt = self._clipped(sum(terms.values(), np.zeros(len(env_reward))))
-        if not np.allclose(rebuilt, env_reward, rtol=MATCH_TOLERANCE, atol=MATCH_TOLERANCE):
+        self._terms_checked = True
+
+    def _learn_the_clip(self, rebuilt: np.ndarray, env_reward: np.ndarray) -> None:
+        """The terms at factor 1 must give the env's own reward back, as their sum times the control
+        period or as that sum clipped at zero; a negative sum tells which."""
+
+        def matches(candidate):
+            return np.allclose(candidate.astype(np.float32), env_reward, rtol=MATCH_TOLERANCE, atol=MATCH_TOLERANCE)
+
+        if matches(rebuilt):
+            self.clipped = False if (rebuilt < 0).any() else None  # all sums >= 0: the clip cannot show
+        elif matches(np.clip(rebuilt, *REWARD_CLIP)):
+            self.clipped = True
+        else:
             raise UserError(
-                f"ppo.penalty_curriculum_start: {self.task}'s reward is not the clipped sum of its terms times the "
-                "control period, so its penalties cannot be rescaled; use 1.0 (off)"
+                f"ppo.penalty_curriculum_start: {self.task}'s reward is not the sum of its terms times the control "
+                "period (clipped at zero or not), so its penalties cannot be rescaled; use 1.0 (off)"
             )
-        self._checked = True
 
 
 def build_penalty_curriculum(cfg) -> PenaltyCurriculum | None:

@@ -20,9 +20,9 @@ from tests.robots.test_robots import GO1_TINY
 GO1 = compose(["task=Go1JoystickFlatTerrain", "env.n_envs=8", "env.num_threads=1"]).env
 
 
-def go1_steps(count: int = 40, seed: int = 0) -> list[StepResult]:
-    """Envpool Go1 steps under random actions (falls and clipped steps among them)."""
-    envs = make_vec_env(GO1, num_envs=8)
+def random_steps(env_cfg=GO1, count: int = 40, seed: int = 0) -> list[StepResult]:
+    """Envpool steps under random actions (falls and negative sums of terms among them)."""
+    envs = make_vec_env(env_cfg, num_envs=8)
     rng = np.random.default_rng(seed)
     try:
         envs.reset(seed)
@@ -31,13 +31,13 @@ def go1_steps(count: int = 40, seed: int = 0) -> list[StepResult]:
         envs.close()
 
 
-def go1_curriculum(start: float = 0.0, ramp_steps: int = 1000) -> PenaltyCurriculum:
-    scales, control_period_s = reward_term_scales(GO1)
-    return PenaltyCurriculum(start, ramp_steps, scales, control_period_s, "Go1JoystickFlatTerrain")
+def curriculum_of(start: float = 0.0, ramp_steps: int = 1000, env_cfg=GO1) -> PenaltyCurriculum:
+    scales, control_period_s = reward_term_scales(env_cfg)
+    return PenaltyCurriculum(start, ramp_steps, scales, control_period_s, str(env_cfg.id))
 
 
 def test_go1s_penalties_are_its_negative_scales():
-    curriculum = go1_curriculum()
+    curriculum = curriculum_of()
     assert {"orientation", "ang_vel_xy", "feet_clearance", "energy", "termination", "stand_still"} <= curriculum.penalties
     assert not {"tracking_lin_vel", "tracking_ang_vel", "pose", "feet_air_time"} & curriculum.penalties
     assert curriculum.control_period_s == pytest.approx(0.02)
@@ -47,11 +47,12 @@ def test_go1s_penalties_are_its_negative_scales():
 
 
 def test_at_factor_one_the_rebuilt_reward_is_envpools_and_lower_factors_pay_more():
-    steps = go1_steps()
-    full = go1_curriculum(start=1.0)
+    steps = random_steps()
+    full = curriculum_of(start=1.0)
     for result in steps:
         np.testing.assert_allclose(full.reward(result), result.reward, rtol=1e-5, atol=1e-6)
-    free = go1_curriculum(start=0.0)
+    assert full.clipped is True  # Go1 clips its reward at zero
+    free = curriculum_of(start=0.0)
     rewards = np.stack([free.reward(result) for result in steps])
     env_rewards = np.stack([result.reward for result in steps])
     assert (rewards >= env_rewards - 1e-6).all()
@@ -62,20 +63,30 @@ def test_at_factor_one_the_rebuilt_reward_is_envpools_and_lower_factors_pay_more
     np.testing.assert_allclose(rewards[0], by_hand, rtol=1e-5, atol=1e-6)
 
 
+def test_g1s_unclipped_reward_is_rebuilt_unclipped():
+    g1 = compose(["task=G1JoystickFlatTerrain", "env.n_envs=8", "env.num_threads=1"]).env
+    steps = random_steps(g1, count=10)
+    assert min(float(result.reward.min()) for result in steps) < 0  # G1's reward goes below zero
+    full = curriculum_of(start=1.0, env_cfg=g1)
+    for result in steps:
+        np.testing.assert_allclose(full.reward(result), result.reward, rtol=1e-5, atol=1e-6)
+    assert full.clipped is False
+
+
 def test_the_factor_rises_linearly_to_one_and_stays():
-    curriculum = go1_curriculum(start=0.2, ramp_steps=1000)
+    curriculum = curriculum_of(start=0.2, ramp_steps=1000)
     assert [curriculum.at_step(step) for step in (0, 500, 1000, 5000)] == pytest.approx([0.2, 0.6, 1.0, 1.0])
-    assert go1_curriculum(start=0.3, ramp_steps=0).at_step(0) == 1.0
+    assert curriculum_of(start=0.3, ramp_steps=0).at_step(0) == 1.0
 
 
 def test_a_reward_the_terms_do_not_rebuild_is_refused():
-    result = go1_steps(count=1)[0]
+    result = random_steps(count=1)[0]
     altered = SimpleNamespace(reward=result.reward + 0.5, diagnostics=result.diagnostics)
-    with pytest.raises(UserError, match="not the clipped sum of its terms"):
-        go1_curriculum().reward(altered)
+    with pytest.raises(UserError, match="not the sum of its terms times the control period"):
+        curriculum_of().reward(altered)
     unknown = SimpleNamespace(reward=result.reward, diagnostics={**result.diagnostics, "reward/lifted": np.zeros(8)})
     with pytest.raises(UserError, match="'lifted', which has no scale"):
-        go1_curriculum().reward(unknown)
+        curriculum_of().reward(unknown)
 
 
 def test_training_logs_the_rising_factor(tmp_path):
