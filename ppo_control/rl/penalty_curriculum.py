@@ -20,6 +20,8 @@ reward is not that sum is refused instead of trained on a wrong one.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from ppo_control.config.errors import UserError
@@ -103,4 +105,11 @@ def build_penalty_curriculum(cfg) -> PenaltyCurriculum | None:
             f"ppo.penalty_curriculum_start: {cfg.env.id} is not a Playground robot task with scaled reward terms; use 1.0 (off)"
         )
     scales, control_period_s = found
+    if cfg.ppo.penalty_curriculum_steps > cfg.total_steps:
+        print(
+            f"ppo.penalty_curriculum_steps={cfg.ppo.penalty_curriculum_steps:,} is past total_steps={cfg.total_steps:,}: "
+            "this run ends before the penalties reach the task's weights",
+            file=sys.stderr,
+            flush=True,
+        )
     return PenaltyCurriculum(start, int(cfg.ppo.penalty_curriculum_steps), scales, control_period_s, str(cfg.task or cfg.env.id))
