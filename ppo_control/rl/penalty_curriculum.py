@@ -44,6 +44,7 @@ class PenaltyCurriculum:
         self.control_period_s = float(control_period_s)
         self.factor = self.start
         self._terms_checked = False
+        self.first_step_note: str | None = None  # said once training runs, after every check has passed
         # Whether the task clips its reward at zero (Go1, Spot, T1: yes; G1: no), learned from the
         # first step with a negative sum; None until then, when either form gives the same reward.
         self.clipped: bool | None = None
@@ -67,6 +68,8 @@ class PenaltyCurriculum:
         return (np.clip(total, *REWARD_CLIP) if self.clipped is not False else total).astype(np.float32)
 
     def _check_terms(self, terms: dict[str, np.ndarray]) -> None:
+        if self.first_step_note:
+            print(self.first_step_note, file=sys.stderr, flush=True)
         unknown = sorted(set(terms) - self.known_terms)
         if not terms or unknown:
             what = "reports no reward terms" if not terms else f"reports the term '{unknown[0]}', which has no scale in its configuration"
@@ -105,11 +108,10 @@ def build_penalty_curriculum(cfg) -> PenaltyCurriculum | None:
             f"ppo.penalty_curriculum_start: {cfg.env.id} is not a Playground robot task with scaled reward terms; use 1.0 (off)"
         )
     scales, control_period_s = found
-    if cfg.ppo.penalty_curriculum_steps > cfg.total_steps:
-        print(
-            f"ppo.penalty_curriculum_steps={cfg.ppo.penalty_curriculum_steps:,} is past total_steps={cfg.total_steps:,}: "
-            "this run ends before the penalties reach the task's weights",
-            file=sys.stderr,
-            flush=True,
+    curriculum = PenaltyCurriculum(start, int(cfg.ppo.penalty_curriculum_steps), scales, control_period_s, str(cfg.task or cfg.env.id))
+    if curriculum.ramp_steps > cfg.total_steps:
+        curriculum.first_step_note = (
+            f"ppo.penalty_curriculum_steps={curriculum.ramp_steps:,} is past total_steps={cfg.total_steps:,}: "
+            "this run ends before the penalties reach the task's weights"
         )
-    return PenaltyCurriculum(start, int(cfg.ppo.penalty_curriculum_steps), scales, control_period_s, str(cfg.task or cfg.env.id))
+    return curriculum
