@@ -1,0 +1,118 @@
+"""Where a joystick robot's falls come from, under a checkpoint's deterministic policy.
+
+    python -m benchmarks.robots.falls run=<run dir> [checkpoint=last.pt] [sub_envs=64] [steps=3000] [seed=2000000] [out=<json>]
+
+The policy's mean action drives `sub_envs` sub-envs of the run's own env (the task's own reward and
+resets, auto-reset after each episode) for `steps` control steps. Every fall is set against every
+step by what the robot was doing when it fell:
+- the command's direction (`bucket_of`: forward ... turn right, or "small") and its planar speed;
+- how long since the command last changed (a new draw of the task's command process, or a reset);
+- how long since the episode began.
+A kind of moment that holds a larger share of the falls than of the steps is where the policy falls
+(`falls_per_1000_steps` per kind). Prints one JSON object (or writes it to `out`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from benchmarks.common import parse_args, run_directory
+from benchmarks.robots.go1_forward_diagnosis import bucket_of
+
+DEFAULTS = {"run": None, "checkpoint": "last.pt", "sub_envs": 64, "steps": 3000, "seed": 2_000_000, "out": None}
+# Bounds, in control steps, of the "since the command changed" and "since the episode began" bins.
+SINCE_BINS = (0, 25, 50, 100, 250, 10**9)
+
+
+def record(policy, envs, where, steps: int, seed: int) -> dict[str, np.ndarray]:
+    """Per step and sub-env [steps, sub_envs]: the command acted on, whether the step ended in a
+    fall, the steps since the command changed and since the episode began."""
+    obs = envs.reset(seed=seed)
+    n = obs.shape[0]
+    since_change, since_reset = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    previous = None
+    rows: dict[str, list[np.ndarray]] = {"command": [], "fell": [], "since_change": [], "since_reset": []}
+    with torch.inference_mode():
+        for _ in range(steps):
+            command = where.commanded(obs)
+            if previous is not None:
+                changed = np.any(np.abs(command - previous) > 1e-6, axis=1)
+                since_change = np.where(changed, 0, since_change + 1)
+            rows["command"].append(command)
+            rows["since_change"].append(since_change.copy())
+            rows["since_reset"].append(since_reset.copy())
+            action, _ = policy.deterministic_step(torch.as_tensor(obs))
+            result = envs.step(action.numpy())
+            rows["fell"].append(np.asarray(result.terminated, dtype=bool))
+            ended = np.asarray(result.terminated | result.truncated, dtype=bool)
+            since_reset = np.where(ended, 0, since_reset + 1)
+            since_change = np.where(ended, -1, since_change)  # the next step's command is a new one
+            previous, obs = command, result.obs
+    return {name: np.stack(values) for name, values in rows.items()}
+
+
+def rate_table(labels: np.ndarray, fell: np.ndarray) -> dict[str, dict[str, float]]:
+    """Per label: its share of the steps, its share of the falls and its falls per 1000 steps."""
+    table = {}
+    for label in sorted(set(labels.tolist()), key=str):
+        mask = labels == label
+        table[str(label)] = {
+            "share_of_steps": round(float(mask.mean()), 4),
+            "share_of_falls": round(float(fell[mask].sum() / max(fell.sum(), 1)), 4),
+            "falls_per_1000_steps": round(float(1000 * fell[mask].mean()), 3),
+        }
+    return table
+
+
+def binned(values: np.ndarray, bins=SINCE_BINS) -> np.ndarray:
+    index = np.clip(np.searchsorted(bins, values, side="right") - 1, 0, len(bins) - 2)
+    return np.array([f"{bins[i]}-{bins[i + 1] - 1}" if bins[i + 1] < 10**9 else f"{bins[i]}+" for i in index])
+
+
+def summarize(data: dict[str, np.ndarray]) -> dict:
+    command = data["command"].reshape(-1, data["command"].shape[-1])
+    fell = data["fell"].reshape(-1)
+    speed = np.linalg.norm(command[:, :2], axis=1)
+    speed_bins = np.digitize(speed, (0.25, 0.5, 0.75, 1.0, 1.25))
+    speed_names = np.array(["<0.25", "0.25-0.5", "0.5-0.75", "0.75-1.0", "1.0-1.25", ">=1.25"])[speed_bins]
+    return {
+        "steps": int(fell.size),
+        "falls": int(fell.sum()),
+        "falls_per_1000_steps": round(float(1000 * fell.mean()), 3),
+        "by_direction": rate_table(bucket_of(command), fell),
+        "by_planar_speed_m_s": rate_table(speed_names, fell),
+        "by_steps_since_the_command_changed": rate_table(binned(data["since_change"].reshape(-1)), fell),
+        "by_steps_since_the_episode_began": rate_table(binned(data["since_reset"].reshape(-1)), fell),
+        "yaw_rate_at_falls": round(float(np.abs(command[fell, 2]).mean()), 3) if fell.any() else None,
+        "yaw_rate_overall": round(float(np.abs(command[:, 2]).mean()), 3),
+    }
+
+
+def main(argv: list[str]) -> None:
+    args = parse_args(argv, DEFAULTS, __doc__)
+    run = run_directory(args)
+    from ppo_control.envs import make_vec_env
+    from ppo_control.envs.joystick import tracking_indices
+    from ppo_control.runs.directory import load_run
+
+    loaded = load_run(run, run / "checkpoints" / str(args["checkpoint"]))
+    envs = make_vec_env(loaded.cfg.env, num_envs=int(args["sub_envs"]), privileged=True)
+    try:
+        where = tracking_indices(str(loaded.cfg.env.id), envs.info.groups)
+        data = record(loaded.policy, envs, where, int(args["steps"]), int(args["seed"]))
+    finally:
+        envs.close()
+    report = {"run": str(run), "checkpoint": str(args["checkpoint"]), **summarize(data)}
+    text = json.dumps(report, indent=1)
+    if args["out"]:
+        Path(args["out"]).write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
