@@ -44,7 +44,7 @@ class PenaltyCurriculum:
         self.control_period_s = float(control_period_s)
         self.factor = self.start
         self._terms_checked = False
-        self.first_step_note: str | None = None  # said once training runs, after every check has passed
+        self.first_step_note: str | None = None  # said once, at the first step, after its checks
         # Whether the task clips its reward at zero (Go1, Spot, T1: yes; G1: no), learned from the
         # first step with a negative sum; None until then, when either form gives the same reward.
         self.clipped: bool | None = None
@@ -62,14 +62,15 @@ class PenaltyCurriculum:
             self._check_terms(terms)
         if self.clipped is None:
             self._learn_the_clip(sum(terms.values(), np.zeros(len(result.reward))) * self.control_period_s, result.reward)
+        if self.first_step_note:  # once, after the first step's checks, so a refusal stays one line
+            print(self.first_step_note, file=sys.stderr, flush=True)
+            self.first_step_note = None
         rewards = sum((value for name, value in terms.items() if name not in self.penalties), np.zeros(len(result.reward)))
         penalties = sum((value for name, value in terms.items() if name in self.penalties), np.zeros(len(result.reward)))
         total = (rewards + self.factor * penalties) * self.control_period_s
         return (np.clip(total, *REWARD_CLIP) if self.clipped is not False else total).astype(np.float32)
 
     def _check_terms(self, terms: dict[str, np.ndarray]) -> None:
-        if self.first_step_note:
-            print(self.first_step_note, file=sys.stderr, flush=True)
         unknown = sorted(set(terms) - self.known_terms)
         if not terms or unknown:
             what = "reports no reward terms" if not terms else f"reports the term '{unknown[0]}', which has no scale in its configuration"

@@ -89,6 +89,21 @@ def test_a_reward_the_terms_do_not_rebuild_is_refused():
         curriculum_of().reward(unknown)
 
 
+def test_the_short_run_note_comes_once_after_the_first_steps_checks(capsys):
+    steps = random_steps(count=2)
+    refused = curriculum_of()
+    refused.first_step_note = "ends before the ramp"
+    unknown = SimpleNamespace(reward=steps[0].reward, diagnostics={**steps[0].diagnostics, "reward/lifted": np.zeros(8)})
+    with pytest.raises(UserError):
+        refused.reward(unknown)
+    assert capsys.readouterr().err == ""  # a refusal stays one line
+    curriculum = curriculum_of()
+    curriculum.first_step_note = "ends before the ramp"
+    for result in steps:
+        curriculum.reward(result)
+    assert capsys.readouterr().err == "ends before the ramp\n"
+
+
 def test_training_logs_the_rising_factor(tmp_path):
     run_dir = tmp_path / "run"
     overrides = ["ppo.penalty_curriculum_start=0.0", "ppo.penalty_curriculum_steps=1000000", f"run_dir={run_dir}"]
