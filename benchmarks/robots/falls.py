@@ -14,14 +14,13 @@ A kind of moment that holds a larger share of the falls than of the steps is whe
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from benchmarks.common import parse_args, run_directory
+from benchmarks.robots.checkpoint_rollout import emit_report, record_checkpoint
 from benchmarks.robots.go1_forward_diagnosis import bucket_of
 
 DEFAULTS = {"run": None, "checkpoint": "last.pt", "sub_envs": 64, "steps": 3000, "seed": 2_000_000, "out": None}
@@ -96,22 +95,8 @@ def summarize(data: dict[str, np.ndarray]) -> dict:
 def main(argv: list[str]) -> None:
     args = parse_args(argv, DEFAULTS, __doc__)
     run = run_directory(args)
-    from ppo_control.envs import make_vec_env
-    from ppo_control.envs.joystick import tracking_indices
-    from ppo_control.runs.directory import load_run
-
-    loaded = load_run(run, run / "checkpoints" / str(args["checkpoint"]))
-    envs = make_vec_env(loaded.cfg.env, num_envs=int(args["sub_envs"]), privileged=True)
-    try:
-        where = tracking_indices(str(loaded.cfg.env.id), envs.info.groups)
-        data = record(loaded.policy, envs, where, int(args["steps"]), int(args["seed"]))
-    finally:
-        envs.close()
-    report = {"run": str(run), "checkpoint": str(args["checkpoint"]), **summarize(data)}
-    text = json.dumps(report, indent=1)
-    if args["out"]:
-        Path(args["out"]).write_text(text + "\n")
-    print(text)
+    _, data = record_checkpoint(run, args, record)
+    emit_report({"run": str(run), "checkpoint": str(args["checkpoint"]), **summarize(data)}, args["out"])
 
 
 if __name__ == "__main__":

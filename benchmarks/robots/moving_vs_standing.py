@@ -14,14 +14,13 @@ and the share of steps the clip zeroed. Prints one JSON object (or writes it to 
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from benchmarks.common import parse_args, run_directory
+from benchmarks.robots.checkpoint_rollout import emit_report, record_checkpoint
 from benchmarks.robots.go1_forward_diagnosis import bucket_of
 
 DEFAULTS = {"run": None, "checkpoint": "last.pt", "sub_envs": 64, "steps": 600, "out": None, "seed": 3_000_000}
@@ -77,24 +76,12 @@ def summarize(data: dict[str, np.ndarray], scales: dict[str, float], control_per
 def main(argv: list[str]) -> None:
     args = parse_args(argv, DEFAULTS, __doc__)
     run = run_directory(args)
-    from ppo_control.envs import make_vec_env, reward_term_scales
-    from ppo_control.envs.joystick import tracking_indices
-    from ppo_control.runs.directory import load_run
+    from ppo_control.envs import reward_term_scales
 
-    loaded = load_run(run, run / "checkpoints" / str(args["checkpoint"]))
-    cfg, policy = loaded.cfg, loaded.policy
-    scales, control_period_s = reward_term_scales(cfg.env)
-    envs = make_vec_env(cfg.env, num_envs=int(args["sub_envs"]), privileged=True)
-    try:
-        where = tracking_indices(str(cfg.env.id), envs.info.groups)
-        data = record(policy, envs, where, int(args["steps"]), int(args["seed"]))
-    finally:
-        envs.close()
+    loaded, data = record_checkpoint(run, args, record)
+    scales, control_period_s = reward_term_scales(loaded.cfg.env)
     report = {"run": str(run), "checkpoint": str(args["checkpoint"]), **summarize(data, scales, control_period_s)}
-    text = json.dumps(report, indent=1)
-    if args["out"]:
-        Path(args["out"]).write_text(text + "\n")
-    print(text)
+    emit_report(report, args["out"])
 
 
 if __name__ == "__main__":
