@@ -69,8 +69,10 @@ def rate_table(labels: np.ndarray, fell: np.ndarray) -> dict[str, dict[str, floa
 
 
 def binned(values: np.ndarray, bins=SINCE_BINS) -> np.ndarray:
-    index = np.clip(np.searchsorted(bins, values, side="right") - 1, 0, len(bins) - 2)
-    return np.array([f"{bins[i]}-{bins[i + 1] - 1}" if bins[i + 1] < 10**9 else f"{bins[i]}+" for i in index])
+    """Each value's bin as a label: "25-49", or "250+" for the last, open one."""
+    last = len(bins) - 2
+    index = np.clip(np.searchsorted(bins, values, side="right") - 1, 0, last)
+    return np.array([f"{bins[i]}+" if i == last else f"{bins[i]}-{bins[i + 1] - 1}" for i in index])
 
 
 def summarize(data: dict[str, np.ndarray]) -> dict:
