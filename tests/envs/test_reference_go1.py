@@ -411,3 +411,21 @@ def test_forward_commands_only_draws_no_backward_command_and_leaves_the_rest():
             env.close()
     assert (vx[False][:, 0] < -0.1).any() and (vx[True][:, 0] >= 0.0).all()
     np.testing.assert_allclose(np.abs(vx[False]), np.abs(vx[True]))  # the same draws, only the sign of vx differs
+
+
+def test_command_mean_s_sets_the_countdowns_mean_and_a_non_positive_one_is_refused():
+    """env.kwargs.command_mean_s (a training option): the countdown a reset draws is an exponential
+    with that mean in control steps; the C++'s 5 s by default; zero or below is one clear line."""
+    means = {}
+    for mean_s in (None, 1.0):
+        kwargs = {"noise_level": 0.0} if mean_s is None else {"noise_level": 0.0, "command_mean_s": mean_s}
+        env = make_reference_vec_env(FLAT, 256, kwargs)
+        try:
+            env.reset(3)
+            means[mean_s] = env.task.steps_until_next_cmd.mean() * env.task.control_period_s
+        finally:
+            env.close()
+    # 256 exponential draws: the sample mean is within 20% of the true mean at about 3 standard errors
+    assert abs(means[None] - 5.0) < 1.0 and abs(means[1.0] - 1.0) < 0.2
+    with pytest.raises(UserError, match="command_mean_s=0.0: the command countdown's mean must be > 0"):
+        make_reference_vec_env(FLAT, 1, {"command_mean_s": 0.0})

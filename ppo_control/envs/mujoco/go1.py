@@ -32,6 +32,7 @@ from typing import Any
 import mujoco
 import numpy as np
 
+from ppo_control.config.errors import UserError
 from ppo_control.envs.mujoco.batch import TaskStep
 from ppo_control.envs.mujoco.port import round_half_away
 from ppo_control.envs.mujoco.quadruped import QuadrupedJoystick
@@ -122,6 +123,9 @@ class Go1Joystick(QuadrupedJoystick):
     # The gait_clock variant's trot: FR with RL, FL with RR, half a cycle apart.
     TROT_RAD = {"FR": 0.0, "FL": math.pi, "RR": math.pi, "RL": 0.0}
     STATE = ("command", "steps_until_next_cmd", "last_act", "feet_air_time", "swing_peak", "last_contact")
+    # command_mean_s: the command countdown's mean (the C++ literal by default). A shorter one is a
+    # training option: more command changes per episode, where the policy's falls concentrate.
+    REFERENCE_OPTIONS = {**QuadrupedJoystick.REFERENCE_OPTIONS, "command_mean_s": COMMAND_MEAN_S}
 
     def __init__(
         self, env_id: str, num_envs: int, kwargs: dict[str, Any] | None = None, num_threads: int | None = None, base_path: str | None = None
@@ -144,6 +148,8 @@ class Go1Joystick(QuadrupedJoystick):
                 np.full(NU, options["noise_joint_vel"]),
             ]
         )
+        if options["command_mean_s"] <= 0.0:
+            raise UserError(f"env.kwargs.command_mean_s={options['command_mean_s']}: the command countdown's mean must be > 0 seconds")
         self.steps_until_next_cmd = np.zeros(num_envs, dtype=np.int64)
 
     def configure_model(self, model) -> None:
@@ -192,7 +198,7 @@ class Go1Joystick(QuadrupedJoystick):
         return self._observe(ids, self._read(ids), {i: rng})[0]
 
     def _countdown(self, rng: np.random.Generator) -> int:
-        return int(round_half_away(rng.exponential(1.0) * COMMAND_MEAN_S / self.control_period_s))
+        return int(round_half_away(rng.exponential(1.0) * self.options["command_mean_s"] / self.control_period_s))
 
     def _sample_command(self, i: int, rng: np.random.Generator) -> None:
         """go1.h SampleCommand: per axis, with probability 1/2 a new value, which is U(-a, a) with
