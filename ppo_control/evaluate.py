@@ -1,10 +1,12 @@
 """python -m ppo_control.evaluate run=<run_dir> [checkpoint=<file>] [episodes=10] [seed=...] [video=true] [deterministic=true]
-    [randomize.body_mass=[1.3,1.3] ...] [eval.randomize=true]
+    [randomize.body_mass=[1.3,1.3] ...] [eval.randomize=true] [env.kwargs.<option>=<value> ...]
 
 Rolls out the trained policy (mean action by default, normalizer frozen, raw rewards), prints a
 table and writes <run_dir>/eval.json. The checkpoint and its statistics are only ever read. The robot
 is the nominal one (or the run's own eval.randomize setting); `randomize.*` keys evaluate under
 chosen perturbations, starting from the run's training randomization with eval.randomize=true.
+`env.kwargs.*` evaluate under other task options than the run's (a training option set back to
+the task's own), as long as the policy's observation and action layout stays the same.
 """
 
 from ppo_control.config.runtime import prepare_process

@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from ppo_control.config import ConfigError, EvaluateArgs, evaluation_randomize_section, parse_command_args
 from ppo_control.config.errors import UserError
 from ppo_control.envs import backend_of
+from ppo_control.envs.base import EnvInfo
 from ppo_control.envs.joystick import RESPONSE_MIN_COMMAND
 from ppo_control.envs.observations import needs_privileged
 from ppo_control.envs.randomization import Randomization
@@ -41,7 +42,7 @@ def evaluate_run(args: DictConfig) -> dict[str, Any]:
     from ppo_control.training.trainer import resolve_device
 
     loaded = load_run(args.run, checkpoint)
-    cfg, step = loaded.cfg, int(loaded.state["step"])
+    cfg, step = with_task_options(loaded.cfg, args.env.kwargs), int(loaded.state["step"])
     seed = args.seed if args.seed is not None else cfg.seed + EVAL_SEED_OFFSET
     use_run = cfg.eval.randomize if args.eval.randomize is None else args.eval.randomize
     section = evaluation_randomize_section(cfg, use_run, args.randomize)
@@ -52,6 +53,7 @@ def evaluate_run(args: DictConfig) -> dict[str, Any]:
         check_can_record(cfg.env)  # before the episodes are played
     envs = make_eval_envs(cfg.env, args.episodes, randomization, needs_privileged(cfg.policy), str(device))
     try:
+        check_same_interface(envs.info, loaded.env_info, args.env.kwargs)
         evaluation = evaluate_episodes(loaded.policy.to(device), envs, args.episodes, seed, device, deterministic=args.deterministic)
     finally:
         envs.close()
@@ -66,6 +68,25 @@ def evaluate_run(args: DictConfig) -> dict[str, Any]:
     except OSError as exc:
         raise UserError(f"cannot write {path}: {exc.strerror}") from None
     return result
+
+
+def with_task_options(cfg: DictConfig, options) -> DictConfig:
+    """The run's config with evaluate's env.kwargs over its task options (the run's own without any)."""
+    if not options:
+        return cfg
+    cfg = cfg.copy()
+    cfg.env.kwargs = OmegaConf.merge(cfg.env.kwargs or {}, options)
+    return cfg
+
+
+def check_same_interface(evaluated: EnvInfo, trained: EnvInfo, options) -> None:
+    """Task options that change what the policy observes or commands are refused in one line."""
+    if (evaluated.groups, evaluated.action_dim) != (trained.groups, trained.action_dim):
+        given = " ".join(f"env.kwargs.{key}={value}" for key, value in options.items())
+        raise UserError(
+            f"evaluate: {given} changes the task's observation or action layout ({dict(evaluated.groups)}, {evaluated.action_dim} actions)"
+            f" from the policy's ({dict(trained.groups)}, {trained.action_dim} actions); give only options that keep it"
+        )
 
 
 def eval_result(
@@ -84,6 +105,8 @@ def eval_result(
         "seed": seed,
         "deterministic": args.deterministic,
         "randomize": randomize,
+        # task options evaluated under in place of the run's (evaluate's env.kwargs); {} for the run's own
+        "env_kwargs": OmegaConf.to_container(args.env.kwargs),
         "return_mean": float(returns.mean()),
         "return_std": float(returns.std()),
         "return_min": float(returns.min()),
@@ -131,6 +154,9 @@ def main(argv: list[str]) -> None:
     print(f"episodes    {result['episodes']}")
     robot = "nominal" if result["randomize"] is None else "randomized " + json.dumps({k: v for k, v in result["randomize"].items() if v})
     print(f"robot       {robot}")
+    if result["env_kwargs"]:
+        options = " ".join(f"env.kwargs.{key}={value}" for key, value in result["env_kwargs"].items())
+        print(f"task        {options} over the run's options")
     print(
         f"return      {result['return_mean']:.1f} +- {result['return_std']:.1f}  "
         f"(min {result['return_min']:.1f}, max {result['return_max']:.1f})"

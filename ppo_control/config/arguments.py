@@ -15,7 +15,7 @@ import re
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
@@ -46,6 +46,13 @@ class EvaluateEvalArgs:
 
 
 @dataclass
+class EvaluateEnvArgs:
+    # task options over the run's env.kwargs (env.kwargs.<key>=<value>): a policy trained under a
+    # training option (a Go1 reference's command_mean_s) evaluated under the task's own setting
+    kwargs: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class EvaluateArgs:
     run: str = MISSING  # the run directory
     checkpoint: Optional[str] = None  # a file, or a name in <run>/checkpoints; default last.pt
@@ -56,6 +63,7 @@ class EvaluateArgs:
     deterministic: bool = True  # true: the mean action; false: actions sampled from the policy, seeded
     eval: EvaluateEvalArgs = field(default_factory=EvaluateEvalArgs)
     randomize: EvaluateRandomizeArgs = field(default_factory=EvaluateRandomizeArgs)
+    env: EvaluateEnvArgs = field(default_factory=EvaluateEnvArgs)
 
 
 @dataclass

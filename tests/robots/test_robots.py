@@ -168,6 +168,32 @@ def test_go1_trains_logs_its_terms_evaluates_and_exports_with_the_pd_contract(tm
     assert robot["default_pose"][:3] == pytest.approx([0.1, 0.9, -1.8])
 
 
+@pytest.mark.slow  # trains Go1, then evaluates it three times on its MuJoCo reference
+def test_evaluate_takes_task_options_over_the_runs_and_refuses_ones_that_change_the_layout(tmp_path):
+    """evaluate's env.kwargs: the episodes run under the given option (a 20 ms command countdown
+    changes the returns) and eval.json records it; an option that changes the observation (the
+    gait clock adds elements) is one line, exit 2, and leaves eval.json as it was."""
+    from tests.helpers import train_in_process
+
+    run = tmp_path / "go1"
+    train_in_process(run, *GO1_TINY)
+    own = run_module("ppo_control.evaluate", f"run={run}", "episodes=2")
+    assert own.returncode == 0, own.stderr
+    own_returns = json.loads((run / "eval.json").read_text())["returns"]
+
+    result = run_module("ppo_control.evaluate", f"run={run}", "episodes=2", "env.kwargs.command_mean_s=0.02")
+    assert result.returncode == 0, result.stderr
+    assert "task        env.kwargs.command_mean_s=0.02 over the run's options" in result.stdout
+    evaluation = json.loads((run / "eval.json").read_text())
+    assert evaluation["env_kwargs"] == {"command_mean_s": 0.02} and evaluation["returns"] != own_returns
+
+    kept = (run / "eval.json").read_bytes()
+    refused = run_module("ppo_control.evaluate", f"run={run}", "episodes=2", "env.kwargs.gait_clock=true")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "evaluate: env.kwargs.gait_clock=True changes the task's observation or action layout" in refused.stderr
+    assert (run / "eval.json").read_bytes() == kept
+
+
 def test_env_kwargs_reach_envpool_and_show_in_the_contract():
     from ppo_control.deploy.contract import controller_contract
 
