@@ -12,13 +12,18 @@ from typing import Any
 def record_checkpoint(run: Path, args: dict[str, Any], record: Callable) -> tuple[Any, dict]:
     """Loads `args["checkpoint"]` of `run` and calls `record(policy, envs, where, steps, seed)` on
     `args["sub_envs"]` sub-envs of its env (with the privileged group, for the measured velocities);
-    returns (the loaded run, what `record` returned)."""
+    returns (the loaded run, what `record` returned). `args["env_kwargs"]` (`key=value` items, as
+    evaluate's env.kwargs) run the env under other task options than the run's."""
+    from omegaconf import OmegaConf
+
+    from ppo_control.analysis.evaluate_run import with_task_options
     from ppo_control.envs import make_vec_env
     from ppo_control.envs.joystick import tracking_indices
     from ppo_control.runs.directory import load_run
 
     loaded = load_run(run, run / "checkpoints" / str(args["checkpoint"]))
-    envs = make_vec_env(loaded.cfg.env, num_envs=int(args["sub_envs"]), privileged=True)
+    cfg = with_task_options(loaded.cfg, OmegaConf.from_dotlist(list(args.get("env_kwargs") or [])))
+    envs = make_vec_env(cfg.env, num_envs=int(args["sub_envs"]), privileged=True)
     try:
         where = tracking_indices(str(loaded.cfg.env.id), envs.info.groups)
         return loaded, record(loaded.policy, envs, where, int(args["steps"]), int(args["seed"]))

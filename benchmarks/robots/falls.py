@@ -1,9 +1,11 @@
 """Where a joystick robot's falls come from, under a checkpoint's deterministic policy.
 
     python -m benchmarks.robots.falls run=<run dir> [checkpoint=last.pt] [sub_envs=64] [steps=3000] [seed=2000000] [out=<json>]
+        [env_kwargs=[command_mean_s=5.0,...]]
 
 The policy's mean action drives `sub_envs` sub-envs of the run's own env (the task's own reward and
-resets, auto-reset after each episode) for `steps` control steps. Every fall is set against every
+resets, auto-reset after each episode; `env_kwargs` sets task options over the run's, as evaluate's
+env.kwargs do) for `steps` control steps. Every fall is set against every
 step by what the robot was doing when it fell:
 - the command's direction (`bucket_of`: forward ... turn right, or "small") and its planar speed;
 - how long since the command last changed (a new draw of the task's command process, or a reset);
@@ -14,16 +16,15 @@ A kind of moment that holds a larger share of the falls than of the steps is whe
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import torch
 
 from benchmarks.common import parse_args, run_directory
 from benchmarks.robots.checkpoint_rollout import emit_report, record_checkpoint
 from benchmarks.robots.go1_forward_diagnosis import bucket_of
+from ppo_control.config.errors import run_cli
 
-DEFAULTS = {"run": None, "checkpoint": "last.pt", "sub_envs": 64, "steps": 3000, "seed": 2_000_000, "out": None}
+DEFAULTS = {"run": None, "checkpoint": "last.pt", "sub_envs": 64, "steps": 3000, "seed": 2_000_000, "out": None, "env_kwargs": []}
 # Bounds, in control steps, of the "since the command changed" and "since the episode began" bins.
 SINCE_BINS = (0, 25, 50, 100, 250, 10**9)
 
@@ -102,4 +103,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_cli(main)

@@ -14,14 +14,13 @@ and the share of steps the clip zeroed. Prints one JSON object (or writes it to 
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import torch
 
 from benchmarks.common import parse_args, run_directory
 from benchmarks.robots.checkpoint_rollout import emit_report, record_checkpoint
 from benchmarks.robots.go1_forward_diagnosis import bucket_of
+from ppo_control.config.errors import run_cli
 
 DEFAULTS = {"run": None, "checkpoint": "last.pt", "sub_envs": 64, "steps": 600, "out": None, "seed": 3_000_000}
 PLANAR = ("forward", "backward", "left", "right")
@@ -85,4 +84,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_cli(main)

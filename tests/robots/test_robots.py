@@ -193,6 +193,13 @@ def test_evaluate_takes_task_options_over_the_runs_and_refuses_ones_that_change_
     assert "evaluate: env.kwargs.gait_clock=True changes the task's observation or action layout" in refused.stderr
     assert (run / "eval.json").read_bytes() == kept
 
+    # the falls diagnostic takes the same options, on the run's own backend (only the reference has the countdown)
+    falls = run_module("benchmarks.robots.falls", f"run={run}", "sub_envs=2", "steps=5", "env_kwargs=[command_mean_s=5.0]")
+    assert falls.returncode == 2 and falls.stderr.count("\n") == 1
+    assert falls.stderr.startswith(
+        "error: env.kwargs.command_mean_s: only task Go1JoystickFlatTerrain-v1's MuJoCo reference has this option"
+    )
+
 
 def test_env_kwargs_reach_envpool_and_show_in_the_contract():
     from ppo_control.deploy.contract import controller_contract
