@@ -47,9 +47,7 @@ class EvaluateEvalArgs:
 
 @dataclass
 class EvaluateEnvArgs:
-    # task options over the run's env.kwargs (env.kwargs.<key>=<value>): a policy trained under a
-    # training option (a Go1 reference's command_mean_s) evaluated under the task's own setting
-    kwargs: Dict[str, Any] = field(default_factory=dict)
+    kwargs: Dict[str, Any] = field(default_factory=dict)  # task options over the run's (env.kwargs.<key>=<value>), the layout kept
 
 
 @dataclass
