@@ -11,32 +11,53 @@ step by what the robot was doing when it fell:
 - how long since the command last changed (a new draw of the task's command process, or a reset);
 - how long since the episode began.
 A kind of moment that holds a larger share of the falls than of the steps is where the policy falls
-(`falls_per_1000_steps` per kind). Prints one JSON object (or writes it to `out`).
+(`falls_per_1000_steps` per kind). On a task whose privileged group holds the clean projected
+gravity, each fall also tells which way the trunk tipped (the side of the body gravity points to,
+the last step before the fall) and for how many steps it had been tilted more than TILTED_RAD
+(a slow topple, or a trip). Prints one JSON object (or writes it to `out`).
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import torch
+from omegaconf import OmegaConf
 
 from benchmarks.common import parse_args, run_directory
 from benchmarks.robots.checkpoint_rollout import emit_report, record_checkpoint
 from benchmarks.robots.go1_forward_diagnosis import bucket_of
 from ppo_control.config.errors import run_cli
+from ppo_control.envs.observations import PRIVILEGED, element_positions
+from ppo_control.robots import playground
 
 DEFAULTS = {"run": None, "checkpoint": "last.pt", "sub_envs": 64, "steps": 3000, "seed": 2_000_000, "out": None, "env_kwargs": []}
 # Bounds, in control steps, of the "since the command changed" and "since the episode began" bins.
 SINCE_BINS = (0, 25, 50, 100, 250, 10**9)
+TILTED_RAD = 0.5  # about 30 degrees off upright
+GRAVITY = ("gravity:x", "gravity:y", "gravity:z")
 
 
-def record(policy, envs, where, steps: int, seed: int) -> dict[str, np.ndarray]:
+def gravity_columns(env_id: str, groups) -> list[int] | None:
+    """Where the clean projected gravity (body frame; (0, 0, -1) upright) sits in the observation:
+    the privileged group's `gravity:*` elements; None for a task without them."""
+    privileged = element_positions(playground.robot_task(env_id).groups, groups).get(PRIVILEGED, {})
+    return [privileged[name] for name in GRAVITY] if all(name in privileged for name in GRAVITY) else None
+
+
+def record(policy, envs, where, steps: int, seed: int, gravity_of=None) -> dict[str, np.ndarray]:
     """Per step and sub-env [steps, sub_envs]: the command acted on, whether the step ended in a
-    fall, the steps since the command changed and since the episode began."""
+    fall, the steps since the command changed and since the episode began; with `gravity_of`
+    (groups -> gravity_columns), the projected gravity the step acted on ([steps, sub_envs, 3])."""
+    gravity = None if gravity_of is None else gravity_of(envs.info.groups)
     obs = envs.reset(seed=seed)
     n = obs.shape[0]
     since_change, since_reset = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     previous = None
     rows: dict[str, list[np.ndarray]] = {"command": [], "fell": [], "since_change": [], "since_reset": []}
+    if gravity is not None:
+        rows["gravity"] = []
     with torch.inference_mode():
         for _ in range(steps):
             command = where.commanded(obs)
@@ -46,6 +67,8 @@ def record(policy, envs, where, steps: int, seed: int) -> dict[str, np.ndarray]:
             rows["command"].append(command)
             rows["since_change"].append(since_change.copy())
             rows["since_reset"].append(since_reset.copy())
+            if gravity is not None:
+                rows["gravity"].append(obs[:, gravity])
             action, _ = policy.deterministic_step(torch.as_tensor(obs))
             result = envs.step(action.numpy())
             rows["fell"].append(np.asarray(result.terminated, dtype=bool))
@@ -76,6 +99,26 @@ def binned(values: np.ndarray, bins=SINCE_BINS) -> np.ndarray:
     return np.array([f"{bins[i]}+" if i == last else f"{bins[i]}-{bins[i + 1] - 1}" for i in index])
 
 
+def tipping(data: dict[str, np.ndarray]) -> dict:
+    """Per fall: the side gravity points to in the body frame the step before (front: nose down;
+    left: the left side down) and how many steps of its episode the trunk had been tilted more
+    than TILTED_RAD by then."""
+    gravity, since_reset = data["gravity"], data["since_reset"]
+    tilted = np.arccos(np.clip(-gravity[..., 2], -1.0, 1.0)) > TILTED_RAD
+    sides, durations = [], []
+    for t, i in zip(*np.nonzero(data["fell"])):
+        gx, gy = gravity[t, i, 0], gravity[t, i, 1]
+        sides.append(("front" if gx > 0 else "back") if abs(gx) >= abs(gy) else ("left" if gy > 0 else "right"))
+        steps = 0
+        while steps <= since_reset[t, i] and tilted[t - steps, i]:
+            steps += 1
+        durations.append(steps)
+    return {
+        "tipped_toward": {side: sides.count(side) for side in ("front", "back", "left", "right")},
+        "steps_tilted_before_falls": durations,
+    }
+
+
 def summarize(data: dict[str, np.ndarray]) -> dict:
     command = data["command"].reshape(-1, data["command"].shape[-1])
     fell = data["fell"].reshape(-1)
@@ -92,13 +135,15 @@ def summarize(data: dict[str, np.ndarray]) -> dict:
         "by_steps_since_the_episode_began": rate_table(binned(data["since_reset"].reshape(-1)), fell),
         "yaw_rate_at_falls": round(float(np.abs(command[fell, 2]).mean()), 3) if fell.any() else None,
         "yaw_rate_overall": round(float(np.abs(command[:, 2]).mean()), 3),
+        **(tipping(data) if "gravity" in data else {}),
     }
 
 
 def main(argv: list[str]) -> None:
     args = parse_args(argv, DEFAULTS, __doc__)
     run = run_directory(args)
-    _, data = record_checkpoint(run, args, record)
+    env_id = str(OmegaConf.load(run / "config.yaml").env.id)
+    _, data = record_checkpoint(run, args, partial(record, gravity_of=partial(gravity_columns, env_id)))
     emit_report({"run": str(run), "checkpoint": str(args["checkpoint"]), **summarize(data)}, args["out"])
 
 

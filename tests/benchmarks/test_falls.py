@@ -50,3 +50,22 @@ def test_a_fall_counts_against_its_command_and_the_time_since_it_changed():
     assert report["by_steps_since_the_command_changed"]["0-24"]["share_of_falls"] == 1.0
     # 30 of the 80 steps are left: 1000 / 30 falls per 1000 of them
     assert report["by_direction"]["left"]["falls_per_1000_steps"] == round(1000 / 30, 3)
+
+
+def test_a_fall_tells_the_side_the_trunk_tipped_to_and_how_long_it_was_tilted():
+    """tipping: gravity in the body frame points to the side that went down; the tilted steps are
+    counted back from the fall, within its episode only."""
+    from benchmarks.robots.falls import tipping
+
+    steps, upright = 6, [0.0, 0.0, -1.0]
+    gravity = np.tile(np.array(upright), (steps, 2, 1))
+    nose_down, right_down = [0.9, 0.1, -0.4], [0.1, -0.9, -0.4]  # tilted by about 66 degrees
+    gravity[3:5, 0] = nose_down  # sub-env 0: two tilted steps, falling at step 4
+    gravity[0:3, 1] = right_down  # sub-env 1: tilted from before its episode began at step 1
+    fell = np.zeros((steps, 2), dtype=bool)
+    fell[4, 0] = fell[2, 1] = True
+    since_reset = np.tile(np.arange(steps)[:, None], (1, 2))
+    since_reset[1:, 1] = np.arange(steps - 1)  # sub-env 1's episode began at step 1
+    report = tipping({"gravity": gravity, "fell": fell, "since_reset": since_reset})
+    assert report["tipped_toward"] == {"front": 1, "back": 0, "left": 0, "right": 1}
+    assert report["steps_tilted_before_falls"] == [2, 2]  # in step order: sub-env 1 at step 2, sub-env 0 at step 4
