@@ -22,7 +22,7 @@ def record_checkpoint(run: Path, args: dict[str, Any], record: Callable) -> tupl
     from ppo_control.runs.directory import load_run
 
     loaded = load_run(run, run / "checkpoints" / str(args["checkpoint"]))
-    cfg = with_task_options(loaded.cfg, OmegaConf.from_dotlist(list(args.get("env_kwargs") or [])))
+    cfg = with_task_options(loaded.cfg, OmegaConf.from_dotlist(list(args["env_kwargs"])))
     envs = make_vec_env(cfg.env, num_envs=int(args["sub_envs"]), privileged=True)
     try:
         where = tracking_indices(str(loaded.cfg.env.id), envs.info.groups)

@@ -2,14 +2,16 @@
 a checkpoint's sampled (training) policy.
 
     python -m benchmarks.robots.moving_vs_standing run=<run dir> checkpoint=<file in checkpoints/> [sub_envs=64] [steps=600] [out=<json>]
+        [env_kwargs=[key=value,...]]
 
-The policy drives `sub_envs` sub-envs of the run's own env for `steps` control steps with sampled
-actions. Steps under a planar command (forward, backward, left or right: at least the response's
-threshold) are split by what the robot did along the commanded axis: "moving" (more than half the
-commanded speed) and "standing" (within 15% of zero). Per group: its share of all steps, the mean
-of each reward term (as the env reports it, scaled), the sum of the terms with positive and with
-negative scales, the unclipped reward (the sum times the control period), the task's clipped reward
-and the share of steps the clip zeroed. Prints one JSON object (or writes it to `out`).
+The policy drives `sub_envs` sub-envs of the run's own env (`env_kwargs`: task options over the
+run's, as evaluate's env.kwargs) for `steps` control steps with sampled actions. Steps under a
+planar command (forward, backward, left or right: at least the response's threshold) are split by
+what the robot did along the commanded axis: "moving" (more than half the commanded speed) and
+"standing" (within 15% of zero). Per group: its share of all steps, the mean of each reward term (as
+the env reports it, scaled), the sum of the terms with positive and with negative scales, the
+unclipped reward (the sum times the control period), the task's clipped reward and the share of
+steps the clip zeroed. Prints one JSON object (or writes it to `out`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from benchmarks.robots.checkpoint_rollout import emit_report, record_checkpoint
 from benchmarks.robots.go1_forward_diagnosis import bucket_of
 from ppo_control.config.errors import run_cli
 
-DEFAULTS = {"run": None, "checkpoint": "last.pt", "sub_envs": 64, "steps": 600, "out": None, "seed": 3_000_000}
+DEFAULTS = {"run": None, "checkpoint": "last.pt", "sub_envs": 64, "steps": 600, "out": None, "seed": 3_000_000, "env_kwargs": []}
 PLANAR = ("forward", "backward", "left", "right")
 MOVING, STANDING = 0.5, 0.15  # the fraction of the commanded speed reached along its axis
 

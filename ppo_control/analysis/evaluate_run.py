@@ -79,12 +79,17 @@ def with_task_options(cfg: DictConfig, options) -> DictConfig:
     return cfg
 
 
+def given_options(options) -> str:
+    """evaluate's env.kwargs as the user writes them: `env.kwargs.<key>=<value> ...`."""
+    return " ".join(f"env.kwargs.{key}={value}" for key, value in options.items())
+
+
 def check_same_interface(evaluated: EnvInfo, trained: EnvInfo, options) -> None:
     """Task options that change what the policy observes or commands are refused in one line."""
-    if (evaluated.groups, evaluated.action_dim) != (trained.groups, trained.action_dim):
-        given = " ".join(f"env.kwargs.{key}={value}" for key, value in options.items())
+    if options and (evaluated.groups, evaluated.action_dim) != (trained.groups, trained.action_dim):
         raise UserError(
-            f"evaluate: {given} changes the task's observation or action layout ({dict(evaluated.groups)}, {evaluated.action_dim} actions)"
+            f"evaluate: {given_options(options)} changes the task's observation or action layout"
+            f" ({dict(evaluated.groups)}, {evaluated.action_dim} actions)"
             f" from the policy's ({dict(trained.groups)}, {trained.action_dim} actions); give only options that keep it"
         )
 
@@ -155,8 +160,7 @@ def main(argv: list[str]) -> None:
     robot = "nominal" if result["randomize"] is None else "randomized " + json.dumps({k: v for k, v in result["randomize"].items() if v})
     print(f"robot       {robot}")
     if result["env_kwargs"]:
-        options = " ".join(f"env.kwargs.{key}={value}" for key, value in result["env_kwargs"].items())
-        print(f"task        {options} over the run's options")
+        print(f"task        {given_options(result['env_kwargs'])} over the run's options")
     print(
         f"return      {result['return_mean']:.1f} +- {result['return_std']:.1f}  "
         f"(min {result['return_min']:.1f}, max {result['return_max']:.1f})"
