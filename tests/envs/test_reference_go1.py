@@ -429,3 +429,41 @@ def test_command_mean_s_sets_the_countdowns_mean_and_a_non_positive_one_is_refus
     assert abs(means[None] - 5.0) < 1.0 and abs(means[1.0] - 1.0) < 0.2
     with pytest.raises(UserError, match="command_mean_s=0.0: the command countdown's mean must be > 0"):
         make_reference_vec_env(FLAT, 1, {"command_mean_s": 0.0})
+
+
+def _spin_in_place(kwargs: dict, yaw_rate: float = 1.0):
+    """One step of a robot placed in the air, spinning about the trunk's frame origin (no linear
+    velocity there, no contact to slow the spin) under a turn-in-place command: (env, the step)."""
+    env = make_reference_vec_env(FLAT, 1, {"noise_level": 0.0, **kwargs})
+    env.reset(0)
+    task = env.task
+    qvel = np.zeros(task.physics.model(0).nv)
+    qvel[5] = yaw_rate  # the free joint's angular velocity, about the trunk's origin
+    qpos = task.init_qpos.copy()
+    qpos[2] += 0.3
+    task.place(0, qpos, qvel, np.array([0.0, 0.0, yaw_rate]), 100, np.random.default_rng(0))
+    return env, env.step(np.zeros((1, 12)))
+
+
+def test_track_at_trunk_center_measures_the_trunks_centre_and_reports_the_tasks_own_reward():
+    """env.kwargs.track_at_trunk_center (a named reward variant): the IMU sits off the trunk's axis,
+    on the right, so a trunk spinning about its centre moves the IMU and the task's tracking term
+    pays less than its scale; the variant pays nearly all of it, trains on that, and reports the
+    task's own reward, equal to the default's, as the diagnostic task_reward."""
+    env, task_step = _spin_in_place({})
+    try:
+        imu = env.task.physics.model(0).site("imu")
+        assert imu.pos[1] < -0.05  # the IMU's lever: right of the trunk's axis
+        imu_term = float(task_step.diagnostics["reward/tracking_lin_vel"][0])
+        assert "task_reward" not in task_step.diagnostics
+    finally:
+        env.close()
+    env, variant_step = _spin_in_place({"track_at_trunk_center": True})
+    try:
+        centre_term = float(variant_step.diagnostics["reward/tracking_lin_vel"][0])
+        np.testing.assert_allclose(variant_step.diagnostics["task_reward"], task_step.reward, rtol=1e-6)
+        assert variant_step.reward[0] > task_step.reward[0]
+    finally:
+        env.close()
+    assert imu_term < 0.99 * DEFAULTS["tracking_lin_vel_scale"] and centre_term > 0.99 * DEFAULTS["tracking_lin_vel_scale"]
+    assert centre_term > imu_term

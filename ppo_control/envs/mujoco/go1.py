@@ -125,7 +125,11 @@ class Go1Joystick(QuadrupedJoystick):
     STATE = ("command", "steps_until_next_cmd", "last_act", "feet_air_time", "swing_peak", "last_contact")
     # command_mean_s: the command countdown's mean (the C++ literal by default). A shorter one is a
     # training option: more command changes per episode, where the policy's falls concentrate.
-    REFERENCE_OPTIONS = {**QuadrupedJoystick.REFERENCE_OPTIONS, "command_mean_s": COMMAND_MEAN_S}
+    # track_at_trunk_center: a named reward variant. The task tracks the commanded planar velocity
+    # at the IMU site, which sits off the trunk's axis on the right, so its turn in place is a pivot
+    # about a point on the robot's right; the variant tracks the velocity at the trunk's centre
+    # (its frame origin, amid the hips), what a joystick user means. The observation is unchanged.
+    REFERENCE_OPTIONS = {**QuadrupedJoystick.REFERENCE_OPTIONS, "command_mean_s": COMMAND_MEAN_S, "track_at_trunk_center": False}
 
     def __init__(
         self, env_id: str, num_envs: int, kwargs: dict[str, Any] | None = None, num_threads: int | None = None, base_path: str | None = None
@@ -151,6 +155,19 @@ class Go1Joystick(QuadrupedJoystick):
         if options["command_mean_s"] <= 0.0:
             raise UserError(f"env.kwargs.command_mean_s={options['command_mean_s']}: the command countdown's mean must be > 0 seconds")
         self.steps_until_next_cmd = np.zeros(num_envs, dtype=np.int64)
+        # From the IMU site to the trunk's frame origin, in the site's frame (that of its sensors).
+        site_rotation = np.zeros(9)
+        mujoco.mju_quat2Mat(site_rotation, model.site_quat[self.imu_site])
+        self.imu_to_trunk_center = site_rotation.reshape(3, 3).T @ -model.site_pos[self.imu_site]
+
+    def tracked_linvel(self, sensordata: np.ndarray) -> np.ndarray:
+        """The planar velocity the tracking reward compares with the command, in the IMU's frame:
+        the IMU's velocimeter, or (track_at_trunk_center) the velocity at the trunk's centre, from
+        the rigid trunk's rotation (gyro x lever)."""
+        linvel = self._sensor(sensordata, "local_linvel")
+        if not self.options["track_at_trunk_center"]:
+            return linvel
+        return linvel + np.cross(self._sensor(sensordata, "gyro"), self.imu_to_trunk_center)
 
     def configure_model(self, model) -> None:
         """go1.h's constructor: sim_dt, ccd_iterations, the spec's kd in every joint's damping and its
@@ -213,7 +230,6 @@ class Go1Joystick(QuadrupedJoystick):
     # --- the control step ----------------------------------------------------------------------
     def step(self, actions: np.ndarray, rngs: Sequence[np.random.Generator]) -> TaskStep:
         """go1.h Step, for every sub-env at once."""
-        dt = self.control_period_s
         self.physics.step(self.default_pose + actions * self.options["action_scale"], self.substeps)
         r = self._read(None)
         contact = self.contact(r["sensordata"])
@@ -224,7 +240,11 @@ class Go1Joystick(QuadrupedJoystick):
         total = np.zeros(self.num_envs)
         for name in REWARD_TERMS:
             total = total + terms[name]
-        reward, diagnostics = self.clocked_reward(total, terms, np.clip(total * dt, 0.0, 10000.0).astype(np.float32))
+        task_total = None
+        if self.options["track_at_trunk_center"]:  # the task's own term, at the IMU, for task_reward
+            imu_term = tracking_lin_vel(self, self._sensor(r["sensordata"], "local_linvel"))
+            task_total = total - terms["tracking_lin_vel"] + imu_term
+        reward, diagnostics = self.variant_reward(total, terms, task_total)
 
         acted_command = self.command.copy()
         self.steps_until_next_cmd -= 1
@@ -278,15 +298,21 @@ class Go1Joystick(QuadrupedJoystick):
 
 
 # --- rewards ----------------------------------------------------------------------------------
+def tracking_lin_vel(task: Go1Joystick, linvel: np.ndarray) -> np.ndarray:
+    """The tracking_lin_vel term (times its scale) of a measured planar velocity `linvel`."""
+    o, cmd = task.options, task.command
+    lin_error = (cmd[:, 0] - linvel[:, 0]) ** 2 + (cmd[:, 1] - linvel[:, 1]) ** 2
+    return np.exp(-lin_error / o["tracking_sigma"]) * o["tracking_lin_vel_scale"]
+
+
 def reward_terms(
     task: Go1Joystick, r: dict[str, np.ndarray], actions: np.ndarray, first_contact: np.ndarray, contact: np.ndarray, terminated: np.ndarray
 ) -> dict[str, np.ndarray]:
     """go1.h ComputeRewards: each term times its scale (the sum's dt comes later), in REWARD_TERMS'
     order, then the gait_clock variant's feet_phase; `r` is what `task` read of its physics this step."""
     o, s, cmd = task.options, r["sensordata"], task.command
-    local_linvel, gyro = task._sensor(s, "local_linvel"), task._sensor(s, "gyro")
+    gyro = task._sensor(s, "gyro")
     global_linvel, global_angvel, up = task._sensor(s, "global_linvel"), task._sensor(s, "global_angvel"), task._sensor(s, "upvector")
-    lin_error = (cmd[:, 0] - local_linvel[:, 0]) ** 2 + (cmd[:, 1] - local_linvel[:, 1]) ** 2
     ang_error = (cmd[:, 2] - gyro[:, 2]) ** 2
     q, qd, force = r["qpos"][:, 7 : 7 + NU], r["qvel"][:, 6 : 6 + NU], r["actuator_force"][:, :NU]
     delta = q - task.default_pose
@@ -299,7 +325,7 @@ def reward_terms(
     height = o["max_foot_height"]
     first = first_contact.astype(np.float64) * moving[:, None]
     terms = {
-        "tracking_lin_vel": np.exp(-lin_error / o["tracking_sigma"]) * o["tracking_lin_vel_scale"],
+        "tracking_lin_vel": tracking_lin_vel(task, task.tracked_linvel(s)),
         "tracking_ang_vel": np.exp(-ang_error / o["tracking_sigma"]) * o["tracking_ang_vel_scale"],
         "lin_vel_z": global_linvel[:, 2] ** 2 * o["lin_vel_z_scale"],
         "ang_vel_xy": (global_angvel[:, 0] ** 2 + global_angvel[:, 1] ** 2) * o["ang_vel_xy_scale"],

@@ -135,14 +135,23 @@ class QuadrupedJoystick(PlaygroundPort):
         o = self.options
         return self.clock.reward(r["feet_z"] - self.foot_radius, o["max_foot_height"], o["feet_phase_width"]) * o["feet_phase_scale"]
 
-    def clocked_reward(self, total: np.ndarray, terms: dict[str, np.ndarray], reward: np.ndarray) -> tuple[np.ndarray, dict]:
-        """The reward the variant trains on (the task's own sum and feet_phase, times ctrl_dt,
-        clipped as the task's), with the task's own reward as a diagnostic: what compares with
-        Playground. Without a clock, `reward` as it is."""
-        if self.clock is None:
-            return reward, {}
-        clocked = np.clip((total + terms["feet_phase"]) * self.control_period_s, 0.0, 10000.0).astype(np.float32)
-        return clocked, {"task_reward": reward.astype(np.float64)}
+    def variant_reward(
+        self, total: np.ndarray, terms: dict[str, np.ndarray], task_total: np.ndarray | None = None
+    ) -> tuple[np.ndarray, dict]:
+        """(the reward the policy trains on, diagnostics) from the summed terms `total`: the task's
+        own reward, the sum times ctrl_dt clipped to [0, 10000] as float32, unless a variant
+        changes it. A variant trains on its own sum (`total`, plus feet_phase with the clock) and
+        reports the task's own reward (from `task_total`, the sum of the task's own terms, when
+        the variant changed one) as the diagnostic `task_reward`: what compares with Playground."""
+
+        def clipped(summed: np.ndarray) -> np.ndarray:
+            return np.clip(summed * self.control_period_s, 0.0, 10000.0).astype(np.float32)
+
+        if self.clock is None and task_total is None:
+            return clipped(total), {}
+        trained = total + terms["feet_phase"] if self.clock is not None else total
+        own = clipped(total if task_total is None else task_total)
+        return clipped(trained), {"task_reward": own.astype(np.float64)}
 
     # --- commands -----------------------------------------------------------------------------
     def forward_only(self, command: np.ndarray) -> np.ndarray:

@@ -242,7 +242,7 @@ class SpotJoystick(QuadrupedJoystick):
         total = terms[SUMMED_TERMS[0]]
         for name in SUMMED_TERMS[1:]:
             total = total + terms[name]
-        reward, diagnostics = self.clocked_reward(total, terms, np.clip(total * self.control_period_s, 0.0, 10000.0).astype(np.float32))
+        reward, diagnostics = self.variant_reward(total, terms)
 
         acted_command = self.command.copy()
         self.last_last_act[:] = self.last_act
