@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 
-def record_checkpoint(run: Path, args: dict[str, Any], record: Callable) -> tuple[Any, dict]:
+def record_checkpoint(run: Path, args: dict[str, Any], record: Callable, backend: str | None = None) -> tuple[Any, dict]:
     """Loads `args["checkpoint"]` of `run` and calls `record(policy, envs, where, steps, seed)` on
     `args["sub_envs"]` sub-envs of its env (with the privileged group, for the measured velocities);
     returns (the loaded run, what `record` returned). `args["env_kwargs"]` (`key=value` items, as
-    evaluate's env.kwargs) run the env under other task options than the run's."""
+    evaluate's env.kwargs) run the env under other task options than the run's; `backend` on
+    another backend than the run's (a diagnostic that reads the physics needs the reference)."""
     from omegaconf import OmegaConf
 
     from ppo_control.analysis.evaluate_run import with_task_options
@@ -23,7 +24,7 @@ def record_checkpoint(run: Path, args: dict[str, Any], record: Callable) -> tupl
 
     loaded = load_run(run, run / "checkpoints" / str(args["checkpoint"]))
     cfg = with_task_options(loaded.cfg, OmegaConf.from_dotlist(list(args["env_kwargs"])))
-    envs = make_vec_env(cfg.env, num_envs=int(args["sub_envs"]), privileged=True)
+    envs = make_vec_env(cfg.env, num_envs=int(args["sub_envs"]), backend=backend, privileged=True)
     try:
         where = tracking_indices(str(loaded.cfg.env.id), envs.info.groups)
         return loaded, record(loaded.policy, envs, where, int(args["steps"]), int(args["seed"]))
