@@ -8,7 +8,9 @@ resets, auto-reset after each episode; `env_kwargs` sets task options over the r
 env.kwargs do) for `steps` control steps. Every fall is set against every
 step by what the robot was doing when it fell:
 - the command's direction (`bucket_of`: forward ... turn right, or "small") and its planar speed;
-- how long since the command last changed (a new draw of the task's command process, or a reset);
+- how long since the command last changed (a new draw of the task's command process, or a reset),
+  and how large that change was: its planar part (m/s) and its yaw part (rad/s); a reset counts as
+  a change from a zero command;
 - how long since the episode began.
 A kind of moment that holds a larger share of the falls than of the steps is where the policy falls
 (`falls_per_1000_steps` per kind). On a task whose privileged group holds the clean projected
@@ -35,6 +37,7 @@ from ppo_control.robots import playground
 DEFAULTS = {"run": None, "checkpoint": "last.pt", "sub_envs": 64, "steps": 3000, "seed": 2_000_000, "out": None, "env_kwargs": []}
 # Bounds, in control steps, of the "since the command changed" and "since the episode began" bins.
 SINCE_BINS = (0, 25, 50, 100, 250, 10**9)
+CHANGE_EDGES = (0.5, 1.0, 1.5, 2.0)  # bins of a command change's size (m/s planar, rad/s yaw)
 TILTED_RAD = 0.5  # about 30 degrees off upright
 GRAVITY = ("gravity:x", "gravity:y", "gravity:z")
 
@@ -48,23 +51,30 @@ def gravity_columns(env_id: str, groups) -> list[int] | None:
 
 def record(policy, envs, where, steps: int, seed: int, gravity_of=None) -> dict[str, np.ndarray]:
     """Per step and sub-env [steps, sub_envs]: the command acted on, whether the step ended in a
-    fall, the steps since the command changed and since the episode began; with `gravity_of`
+    fall, the steps since the command changed and since the episode began, the size of that change
+    ([steps, sub_envs, 2]: planar, yaw); with `gravity_of`
     (groups -> gravity_columns), the projected gravity the step acted on ([steps, sub_envs, 3])."""
     gravity = None if gravity_of is None else gravity_of(envs.info.groups)
     obs = envs.reset(seed=seed)
     n = obs.shape[0]
     since_change, since_reset = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     previous = None
-    rows: dict[str, list[np.ndarray]] = {"command": [], "fell": [], "since_change": [], "since_reset": []}
+    change = np.zeros((n, 2))
+    rows: dict[str, list[np.ndarray]] = {"command": [], "fell": [], "since_change": [], "since_reset": [], "change": []}
     if gravity is not None:
         rows["gravity"] = []
     with torch.inference_mode():
         for _ in range(steps):
             command = where.commanded(obs)
+            fresh = np.ones(n, dtype=bool) if previous is None else since_change < 0  # a reset: a change from a zero command
+            before = np.where(fresh[:, None], 0.0, command if previous is None else previous)
+            changed = fresh | np.any(np.abs(command - before) > 1e-6, axis=1)
+            size = np.stack([np.linalg.norm(command[:, :2] - before[:, :2], axis=1), np.abs(command[:, 2] - before[:, 2])], axis=1)
+            change = np.where(changed[:, None], size, change)
             if previous is not None:
-                changed = np.any(np.abs(command - previous) > 1e-6, axis=1)
                 since_change = np.where(changed, 0, since_change + 1)
             rows["command"].append(command)
+            rows["change"].append(change.copy())
             rows["since_change"].append(since_change.copy())
             rows["since_reset"].append(since_reset.copy())
             if gravity is not None:
@@ -97,6 +107,12 @@ def binned(values: np.ndarray, bins=SINCE_BINS) -> np.ndarray:
     last = len(bins) - 2
     index = np.clip(np.searchsorted(bins, values, side="right") - 1, 0, last)
     return np.array([f"{bins[i]}+" if i == last else f"{bins[i]}-{bins[i + 1] - 1}" for i in index])
+
+
+def size_bins(values: np.ndarray, edges=CHANGE_EDGES) -> np.ndarray:
+    """Each value's bin as a label: "<0.5", "0.5-1.0" ... ">=2.0"."""
+    names = [f"<{edges[0]}"] + [f"{a}-{b}" for a, b in zip(edges, edges[1:])] + [f">={edges[-1]}"]
+    return np.array(names)[np.digitize(values, edges)]
 
 
 def tipping(data: dict[str, np.ndarray]) -> dict:
@@ -133,6 +149,8 @@ def summarize(data: dict[str, np.ndarray]) -> dict:
         "by_planar_speed_m_s": rate_table(speed_names, fell),
         "by_steps_since_the_command_changed": rate_table(binned(data["since_change"].reshape(-1)), fell),
         "by_steps_since_the_episode_began": rate_table(binned(data["since_reset"].reshape(-1)), fell),
+        "by_planar_size_of_the_last_command_change_m_s": rate_table(size_bins(data["change"][..., 0].reshape(-1)), fell),
+        "by_yaw_size_of_the_last_command_change_rad_s": rate_table(size_bins(data["change"][..., 1].reshape(-1)), fell),
         "yaw_rate_at_falls": round(float(np.abs(command[fell, 2]).mean()), 3) if fell.any() else None,
         "yaw_rate_overall": round(float(np.abs(command[:, 2]).mean()), 3),
         **(tipping(data) if "gravity" in data else {}),

@@ -48,6 +48,11 @@ def test_a_fall_counts_against_its_command_and_the_time_since_it_changed():
     assert report["by_direction"]["left"]["share_of_falls"] == 1.0
     assert report["by_direction"]["forward"]["share_of_falls"] == 0.0
     assert report["by_steps_since_the_command_changed"]["0-24"]["share_of_falls"] == 1.0
+    # forward 1.0 to left 0.6: a planar change of sqrt(1.36) m/s, no yaw; sub-env 0's first command
+    # is a change of 1.0 from zero and stays one (it never changes again)
+    np.testing.assert_allclose(data["change"][12, 1], [np.sqrt(1.36), 0.0])
+    np.testing.assert_allclose(data["change"][39, 0], [1.0, 0.0])
+    assert report["by_planar_size_of_the_last_command_change_m_s"]["1.0-1.5"]["share_of_falls"] == 1.0
     # 30 of the 80 steps are left: 1000 / 30 falls per 1000 of them
     assert report["by_direction"]["left"]["falls_per_1000_steps"] == round(1000 / 30, 3)
 
