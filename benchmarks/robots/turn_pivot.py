@@ -10,6 +10,8 @@ reset, the first `warmup` of them left out. Per command:
   of the trunk's horizontal plane whose planar velocity vanishes, in the trunk's frame (x forward,
   y left, metres from the frame origin amid the hips), beside the IMU site's position: Playground's
   Go1 scores the planar velocity at its IMU, so a turn in place that earns the most pivots there;
+  `pivot_of_mean_motion_xy`: the same point from the mean velocity and mean yaw rate over those
+  steps, the centre of the turn as a whole (a stepping gait's instantaneous pivot jumps about);
 - `load_share`: each foot's share of the feet's summed contact normal force, and the right side's;
 - `imu_planar_velocity`, `trunk_center_planar_velocity`: their means in the trunk's frame;
 - `falls`.
@@ -57,6 +59,14 @@ def trunk_motion(model, data, trunk: int, site: int) -> tuple[np.ndarray, np.nda
     return (rotation.T @ origin)[:2], (rotation.T @ at_site[3:])[:2], float((rotation.T @ com[:3])[2])
 
 
+def mean_pivot(turning: np.ndarray) -> list[float] | None:
+    """The pivot of the mean motion of rows (vx, vy, yaw rate); None without rows."""
+    if not len(turning):
+        return None
+    mean = turning.mean(axis=0)
+    return pivot_in_trunk_frame(mean[None, :2], mean[2:3])[0].round(4).tolist()
+
+
 def feet_normal_forces(model, data, feet_geoms: np.ndarray) -> np.ndarray:
     """The summed contact normal force on each of `feet_geoms`."""
     forces, wrench = np.zeros(len(feet_geoms)), np.zeros(6)
@@ -89,7 +99,7 @@ def measure(policy, envs, commands: list[np.ndarray], steps: int, warmup: int, s
     report = []
     for command in commands:
         obs = envs.reset(seed=seed)
-        pivots, loads, imu_velocity, center_velocity, falls = [], [], [], [], 0
+        pivots, turning, loads, imu_velocity, center_velocity, falls = [], [], [], [], [], 0
         for t in range(steps):
             task.command[:] = command  # held: the countdown never runs out, a fall's resample is undone
             task.steps_until_next_cmd[:] = steps + 1
@@ -107,6 +117,7 @@ def measure(policy, envs, commands: list[np.ndarray], steps: int, warmup: int, s
                 imu_velocity.append(at_imu)
                 if abs(yaw_rate) > MIN_YAW_RATE:
                     pivots.append(pivot_in_trunk_frame(center[None], np.array([yaw_rate]))[0])
+                    turning.append([*center, yaw_rate])
                 loads.append(feet_normal_forces(model, data, feet_geoms))
         load = np.array(loads)
         share = (load / np.maximum(load.sum(axis=1, keepdims=True), 1e-9)).mean(axis=0)
@@ -116,6 +127,7 @@ def measure(policy, envs, commands: list[np.ndarray], steps: int, warmup: int, s
                 "command": command.tolist(),
                 "falls": falls,
                 "pivot_trunk_xy": np.median(np.array(pivots), axis=0).round(4).tolist() if pivots else None,
+                "pivot_of_mean_motion_xy": mean_pivot(np.array(turning)),
                 "turning_steps": len(pivots),
                 "imu_site_xy": model.site_pos[imu][:2].round(4).tolist(),
                 "load_share": {foot: round(float(share[j]), 4) for j, foot in enumerate(task.FEET)},

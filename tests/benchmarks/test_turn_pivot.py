@@ -20,6 +20,14 @@ def test_the_pivot_is_the_point_that_stands_still():
     np.testing.assert_allclose(pivot_in_trunk_frame(velocity[None], np.array([yaw_rate]))[0], pivot)
 
 
+def test_the_pivot_of_the_mean_motion_is_that_of_the_mean_velocity_and_yaw_rate():
+    from benchmarks.robots.turn_pivot import mean_pivot
+
+    # two steps turning at 1 and 3 rad/s, the origin at 0.1 and 0.3 m/s along x: the mean motion,
+    # 0.2 m/s at 2 rad/s, pivots 0.1 m to the origin's left (y = 0.1)
+    np.testing.assert_allclose(mean_pivot(np.array([[0.1, 0.0, 1.0], [0.3, 0.0, 3.0]])), [0.0, 0.1])
+
+
 def test_a_trunk_spun_about_its_imu_pivots_at_the_imu():
     """A robot in the air, spinning at 1 rad/s about a vertical axis through its IMU site: the
     measured pivot is the IMU's position in the trunk's frame, and the IMU does not move."""
@@ -56,7 +64,7 @@ def test_a_standing_robot_rests_on_all_four_feet_and_does_not_turn():
         (row,) = measure(StandStill(), env, [parse_command("0:0:1.0")], steps=40, warmup=20, seed=0)
     finally:
         env.close()
-    assert row["falls"] == 0 and row["turning_steps"] == 0 and row["pivot_trunk_xy"] is None
+    assert row["falls"] == 0 and row["turning_steps"] == 0 and row["pivot_trunk_xy"] is None and row["pivot_of_mean_motion_xy"] is None
     assert sum(row["load_share"].values()) == pytest.approx(1.0, abs=1e-3)
     assert min(row["load_share"].values()) > 0.05 and 0.3 < row["load_share_right"] < 0.7
 
