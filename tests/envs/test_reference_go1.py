@@ -467,3 +467,26 @@ def test_track_at_trunk_center_measures_the_trunks_centre_and_reports_the_tasks_
         env.close()
     assert imu_term < 0.99 * DEFAULTS["tracking_lin_vel_scale"] and centre_term > 0.99 * DEFAULTS["tracking_lin_vel_scale"]
     assert centre_term > imu_term
+
+
+def test_turn_in_place_share_replaces_drawn_commands_by_turns_in_place_and_a_bad_share_is_refused():
+    """env.kwargs.turn_in_place_share (a training option): at 1 every command drawn, at resets and
+    resamples, has no planar part and a yaw rate within the task's range; at 0 (the default) the
+    task's own commands, with planar parts."""
+    commands = {}
+    for share in (0.0, 1.0):
+        env = make_reference_vec_env(FLAT, 8, {"noise_level": 0.0, "turn_in_place_share": share, "command_mean_s": 0.5})
+        try:
+            env.reset(5)
+            drawn = [env.task.command.copy()]
+            for _ in range(200):  # resamples every half second or so
+                env.step(np.zeros((8, 12)))
+                drawn.append(env.task.command.copy())
+            commands[share] = np.concatenate(drawn)
+        finally:
+            env.close()
+    assert (np.abs(commands[0.0][:, :2]) > 0.1).any()
+    assert (commands[1.0][:, :2] == 0.0).all() and (np.abs(commands[1.0][:, 2]) <= DEFAULTS["command_a2"]).all()
+    assert len(np.unique(commands[1.0][:, 2])) > 10  # new yaw rates keep being drawn
+    with pytest.raises(UserError, match="turn_in_place_share=1.5: a probability, from 0 to 1"):
+        make_reference_vec_env(FLAT, 1, {"turn_in_place_share": 1.5})

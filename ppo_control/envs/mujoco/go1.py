@@ -125,11 +125,19 @@ class Go1Joystick(QuadrupedJoystick):
     STATE = ("command", "steps_until_next_cmd", "last_act", "feet_air_time", "swing_peak", "last_contact")
     # command_mean_s: the command countdown's mean (the C++ literal by default). A shorter one is a
     # training option: more command changes per episode, where the policy's falls concentrate.
+    # turn_in_place_share: a training option. Each command drawn (at a reset or a resample) is
+    # replaced, with this probability, by a turn in place (0, 0, U(-a2, a2)): the commands the
+    # policy falls under (turns in place, stops) are rare in the task's own process.
     # track_at_trunk_center: a named reward variant. The task tracks the commanded planar velocity
     # at the IMU site, which sits off the trunk's axis on the right, so its turn in place is a pivot
     # about a point on the robot's right; the variant tracks the velocity at the trunk's centre
     # (its frame origin, amid the hips), what a joystick user means. The observation is unchanged.
-    REFERENCE_OPTIONS = {**QuadrupedJoystick.REFERENCE_OPTIONS, "command_mean_s": COMMAND_MEAN_S, "track_at_trunk_center": False}
+    REFERENCE_OPTIONS = {
+        **QuadrupedJoystick.REFERENCE_OPTIONS,
+        "command_mean_s": COMMAND_MEAN_S,
+        "turn_in_place_share": 0.0,
+        "track_at_trunk_center": False,
+    }
 
     def __init__(
         self, env_id: str, num_envs: int, kwargs: dict[str, Any] | None = None, num_threads: int | None = None, base_path: str | None = None
@@ -154,6 +162,8 @@ class Go1Joystick(QuadrupedJoystick):
         )
         if options["command_mean_s"] <= 0.0:
             raise UserError(f"env.kwargs.command_mean_s={options['command_mean_s']}: the command countdown's mean must be > 0 seconds")
+        if not 0.0 <= options["turn_in_place_share"] <= 1.0:
+            raise UserError(f"env.kwargs.turn_in_place_share={options['turn_in_place_share']}: a probability, from 0 to 1")
         self.steps_until_next_cmd = np.zeros(num_envs, dtype=np.int64)
         # From the IMU site to the trunk's frame origin, in the site's frame (that of its sensors).
         site_rotation = np.zeros(9)
@@ -198,6 +208,7 @@ class Go1Joystick(QuadrupedJoystick):
             data.qvel[:6] = rng.uniform(-RESET_XY_VEL, RESET_XY_VEL, 6)
             self.steps_until_next_cmd[i] = self._countdown(rng)
             self.command[i] = self.forward_only((rng.random(3) * 2.0 - 1.0) * self.command_bounds)  # drawn always: envpool's stream
+            self.maybe_turn_in_place(i, rng)
             self.take_kept_command(i)
         self.physics.forward(ids)
         self.clear(ids)
@@ -226,6 +237,14 @@ class Go1Joystick(QuadrupedJoystick):
             w = 1.0 if rng.random() < 0.5 else 0.0
             self.command[i, axis] -= w * (self.command[i, axis] - y * z)
         self.command[i] = self.forward_only(self.command[i])
+        self.maybe_turn_in_place(i, rng)
+
+    def maybe_turn_in_place(self, i: int, rng: np.random.Generator) -> None:
+        """turn_in_place_share: with that probability, sub-env i's new command becomes a turn in
+        place. Draws nothing when the share is 0, so the task's own random stream is kept."""
+        share = self.options["turn_in_place_share"]
+        if share > 0.0 and rng.random() < share:
+            self.command[i] = (0.0, 0.0, (rng.random() * 2.0 - 1.0) * self.command_bounds[2])
 
     # --- the control step ----------------------------------------------------------------------
     def step(self, actions: np.ndarray, rngs: Sequence[np.random.Generator]) -> TaskStep:
