@@ -99,7 +99,7 @@ def measure(policy, envs, commands: list[np.ndarray], steps: int, warmup: int, s
     report = []
     for command in commands:
         obs = envs.reset(seed=seed)
-        pivots, turning, loads, imu_velocity, center_velocity, falls = [], [], [], [], [], 0
+        turning, loads, imu_velocity, center_velocity, falls = [], [], [], [], 0
         for t in range(steps):
             task.command[:] = command  # held: the countdown never runs out, a fall's resample is undone
             task.steps_until_next_cmd[:] = steps + 1
@@ -116,9 +116,10 @@ def measure(policy, envs, commands: list[np.ndarray], steps: int, warmup: int, s
                 center_velocity.append(center)
                 imu_velocity.append(at_imu)
                 if abs(yaw_rate) > MIN_YAW_RATE:
-                    pivots.append(pivot_in_trunk_frame(center[None], np.array([yaw_rate]))[0])
                     turning.append([*center, yaw_rate])
                 loads.append(feet_normal_forces(model, data, feet_geoms))
+        turning_rows = np.array(turning).reshape(-1, 3)  # vx, vy, yaw rate of the turning steps
+        pivots = pivot_in_trunk_frame(turning_rows[:, :2], turning_rows[:, 2])
         load = np.array(loads)
         share = (load / np.maximum(load.sum(axis=1, keepdims=True), 1e-9)).mean(axis=0)
         right = [j for j, foot in enumerate(task.FEET) if foot.endswith("R")]
@@ -126,8 +127,8 @@ def measure(policy, envs, commands: list[np.ndarray], steps: int, warmup: int, s
             {
                 "command": command.tolist(),
                 "falls": falls,
-                "pivot_trunk_xy": np.median(np.array(pivots), axis=0).round(4).tolist() if pivots else None,
-                "pivot_of_mean_motion_xy": mean_pivot(np.array(turning)),
+                "pivot_trunk_xy": np.median(pivots, axis=0).round(4).tolist() if len(pivots) else None,
+                "pivot_of_mean_motion_xy": mean_pivot(turning_rows),
                 "turning_steps": len(pivots),
                 "imu_site_xy": model.site_pos[imu][:2].round(4).tolist(),
                 "load_share": {foot: round(float(share[j]), 4) for j, foot in enumerate(task.FEET)},
