@@ -10,9 +10,9 @@ A magnitude of 0 turns the pushes off. Every other setting (the interval between
 backend, the evaluation seeds) is the run's, or `env_kwargs`' (task options over the run's, as
 evaluate's env.kwargs: an arm trained under other pushes is measured under the task's own). Falls
 are counted per episode, as `evaluate` counts them: an episode of the task's length meets several
-pushes. The report gives, for each size, the
-share of episodes that fall, the return and the planar tracking error, and the largest size up to
-which the share stays within `fall_share` (the issue's 5% for the humanoids).
+pushes. The report gives, for each size, the share of episodes that fall, the return and the
+planar tracking error, and the largest size up to which the share stays within `fall_share` (the
+issue's 5% for the humanoids).
 For the tasks with pushes: T1, G1 and Berkeley Humanoid (`env.kwargs.push_*`).
 """
 
@@ -32,6 +32,8 @@ DEFAULTS = {
     "out": None,
 }
 PUSH_OPTIONS = ("push_enable", "push_magnitude_min", "push_magnitude_max")
+# an evaluation summary's figures the report keeps, by the name it gives them
+REPORTED = {"fall_rate": "fall_rate", "return": "return", "length": "length", "tracking_error_lin": "planar_error_m_s"}
 
 
 def push_options(magnitude: float) -> dict:
@@ -77,10 +79,8 @@ def evaluate_under(loaded, options: dict, episodes: int) -> dict:
     finally:
         envs.close()
     summary = evaluation.summary(prefix="")
-    row = {"fall_rate": float(evaluation.terminated.mean()), "return": summary["return"], "length": summary["length"]}
-    if "tracking_error_lin" in summary:
-        row["planar_error_m_s"] = summary["tracking_error_lin"]
-    return {key: round(value, 4) for key, value in row.items()}
+    row = {name: summary[key] for key, name in REPORTED.items() if key in summary}
+    return {name: round(value, 4) for name, value in row.items()}
 
 
 def measure(run, checkpoint: str | None, episodes: int, magnitudes: list[float], fall_share: float, env_kwargs: list[str]) -> dict:
